@@ -1,0 +1,576 @@
+"""RASP expressions: s-ops, selectors, annotations and the evaluation entry point.
+
+This module mirrors the public names and argument order of DeepMind Tracr's Python RASP API,
+so ``from rasp import rasp`` followed by ``rasp.Map(...)``, ``rasp.Select(...)`` and so on runs
+Tracr programs unchanged. Expressions are immutable: ``named``/``annotated`` return copies.
+The evaluation semantics live in :mod:`rasp.evaluator` and are described in ``docs/rasp.md``.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import enum
+import operator
+from types import MappingProxyType
+from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
+
+from rasp import functions
+from rasp.comparison import Comparison, Predicate, PredicateAnd, PredicateOr
+from rasp.errors import RaspEvaluationError
+from rasp.labels import next_label_number, next_unique_id, reset_label_counter
+
+__all__ = [
+    "Aggregate",
+    "Comparison",
+    "ConstantSOp",
+    "ConstantSelector",
+    "Encoding",
+    "Full",
+    "IndicesType",
+    "LinearSequenceMap",
+    "Map",
+    "RASPExpr",
+    "RaspEvaluationError",
+    "SOp",
+    "Select",
+    "Selector",
+    "SelectorAnd",
+    "SelectorNot",
+    "SelectorOr",
+    "SelectorWidth",
+    "SequenceMap",
+    "TokensType",
+    "annotate",
+    "categorical",
+    "evaluate",
+    "get_encoding",
+    "indices",
+    "is_categorical",
+    "is_numerical",
+    "numerical",
+    "reset_label_counter",
+    "tokens",
+]
+
+ExprT = TypeVar("ExprT", bound="RASPExpr")
+SOpT = TypeVar("SOpT", bound="SOp")
+
+
+class Encoding(enum.Enum):
+    """How an s-op is stored in the residual stream: one-hot over values, or one number."""
+
+    CATEGORICAL = "categorical"
+    NUMERICAL = "numerical"
+
+
+class RASPExpr(abc.ABC):
+    """Base of every RASP expression.
+
+    Each expression has a label (``.label`` and ``.name``, the ``"name"`` annotation), a
+    read-only ``annotations`` mapping, its direct sub-expressions in ``children`` and a
+    process-unique ``unique_id``. Attributes cannot be reassigned after construction.
+    """
+
+    default_label_stem: ClassVar[str] = "expr"
+
+    def __init__(self) -> None:
+        self._set("_unique_id", next_unique_id())
+        label = f"{self.default_label_stem}_{next_label_number()}"
+        self._set("_annotations", MappingProxyType(self._default_annotations(label)))
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        """Annotations every fresh expression of this kind starts with."""
+        return {"name": label}
+
+    def _set(self, attribute: str, value: Any) -> None:
+        """Assign an attribute during construction (the class blocks ``setattr`` otherwise)."""
+        object.__setattr__(self, attribute, value)
+
+    def __setattr__(self, attribute: str, value: Any) -> None:
+        raise AttributeError(
+            f"RASP expressions are immutable: cannot set {attribute!r} on {self.label!r}; "
+            "build a new expression or use .named()/.annotated() for a relabelled copy"
+        )
+
+    __hash__ = object.__hash__
+
+    @property
+    def annotations(self) -> Mapping[str, Any]:
+        """Read-only annotations; always contains ``"name"`` (and ``"encoding"`` for s-ops)."""
+        return self._annotations
+
+    @property
+    def label(self) -> str:
+        """The expression's unique name, used as its node id by the compiler."""
+        return self._annotations["name"]
+
+    @property
+    def name(self) -> str:
+        """Same as ``label`` (Tracr exposes both)."""
+        return self.label
+
+    @property
+    def unique_id(self) -> int:
+        """A number no other expression in this process has (copies get their own)."""
+        return self._unique_id
+
+    @property
+    @abc.abstractmethod
+    def children(self) -> tuple[RASPExpr, ...]:
+        """The direct sub-expressions this expression reads."""
+
+    def named(self: ExprT, name: str) -> ExprT:
+        """Return a copy labelled ``name``."""
+        return annotate(self, name=name)
+
+    def annotated(self: ExprT, **annotations: Any) -> ExprT:
+        """Return a copy with ``annotations`` added to (or replacing) the existing ones."""
+        return annotate(self, **annotations)
+
+    def __call__(self, xs: Sequence[Any], causal: bool = False) -> list[Any]:
+        """Evaluate this expression on the input sequence ``xs`` (see :func:`evaluate`)."""
+        return evaluate(self, xs, causal=causal)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.label!r})"
+
+
+def annotate(expr: ExprT, **annotations: Any) -> ExprT:
+    """Return a copy of ``expr`` whose annotations are updated with ``annotations``.
+
+    ``name`` must be a string; ``encoding`` (s-ops only) may be an :class:`Encoding` or its
+    string value. The copy keeps the label unless ``name`` is given, and gets its own
+    ``unique_id``. The original expression is unchanged.
+    """
+    if not isinstance(expr, RASPExpr):
+        raise TypeError(f"annotate expects a RASP expression, got {type(expr).__name__}")
+    updates = dict(annotations)
+    if "name" in updates and not isinstance(updates["name"], str):
+        raise TypeError(f"name of {expr.label!r} must be a str, got {updates['name']!r}")
+    if "encoding" in updates:
+        if not isinstance(expr, SOp):
+            raise TypeError(f"{expr.label!r} is a selector; only s-ops carry an encoding")
+        updates["encoding"] = Encoding(updates["encoding"])
+    duplicate = copy.copy(expr)
+    duplicate._set("_unique_id", next_unique_id())
+    duplicate._set("_annotations", MappingProxyType({**expr.annotations, **updates}))
+    return duplicate
+
+
+# ---------------------------------------------------------------------------------------------
+# S-ops
+
+
+def _binary(op: Callable[[Any, Any], Any], fst: SOp, other: Any) -> SOp:
+    """``op(fst, other)``: a SequenceMap with another s-op, a Map with a constant."""
+    if isinstance(other, SOp):
+        return SequenceMap(op, fst, other)
+    if isinstance(other, RASPExpr):
+        return NotImplemented
+    return Map(functions.RightOperand(op, other), fst)
+
+
+def _reflected(op: Callable[[Any, Any], Any], sop: SOp, constant: Any) -> SOp:
+    """``op(constant, sop)`` for a constant on the left of the operator."""
+    if isinstance(constant, RASPExpr):
+        return NotImplemented
+    return Map(functions.LeftOperand(op, constant), sop)
+
+
+class SOp(RASPExpr):
+    """A sequence operation: maps an input sequence to a sequence of the same length.
+
+    Python operators build new s-ops: with a constant they give a ``Map``, with another s-op a
+    ``SequenceMap``. ``==`` and the other comparisons therefore return s-ops, not booleans.
+    """
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        return {"name": label, "encoding": Encoding.CATEGORICAL}
+
+    __hash__ = RASPExpr.__hash__
+
+    def __eq__(self, other: Any) -> SOp:  # type: ignore[override]
+        return _binary(operator.eq, self, other)
+
+    def __ne__(self, other: Any) -> SOp:  # type: ignore[override]
+        return _binary(operator.ne, self, other)
+
+    def __lt__(self, other: Any) -> SOp:
+        return _binary(operator.lt, self, other)
+
+    def __le__(self, other: Any) -> SOp:
+        return _binary(operator.le, self, other)
+
+    def __gt__(self, other: Any) -> SOp:
+        return _binary(operator.gt, self, other)
+
+    def __ge__(self, other: Any) -> SOp:
+        return _binary(operator.ge, self, other)
+
+    def __add__(self, other: Any) -> SOp:
+        return _binary(operator.add, self, other)
+
+    def __radd__(self, other: Any) -> SOp:
+        return _reflected(operator.add, self, other)
+
+    def __sub__(self, other: Any) -> SOp:
+        return _binary(operator.sub, self, other)
+
+    def __rsub__(self, other: Any) -> SOp:
+        return _reflected(operator.sub, self, other)
+
+    def __mul__(self, other: Any) -> SOp:
+        return _binary(operator.mul, self, other)
+
+    def __rmul__(self, other: Any) -> SOp:
+        return _reflected(operator.mul, self, other)
+
+    def __truediv__(self, other: Any) -> SOp:
+        return _binary(operator.truediv, self, other)
+
+    def __rtruediv__(self, other: Any) -> SOp:
+        return _reflected(operator.truediv, self, other)
+
+    def __and__(self, other: Any) -> SOp:
+        return _binary(functions.logical_and, self, other)
+
+    def __rand__(self, other: Any) -> SOp:
+        return _reflected(functions.logical_and, self, other)
+
+    def __or__(self, other: Any) -> SOp:
+        return _binary(functions.logical_or, self, other)
+
+    def __ror__(self, other: Any) -> SOp:
+        return _reflected(functions.logical_or, self, other)
+
+    def __invert__(self) -> SOp:
+        return Map(functions.logical_not, self)
+
+
+def _require_sop(owner: str, role: str, value: Any) -> None:
+    if not isinstance(value, SOp):
+        raise TypeError(f"{owner}: {role} must be an SOp, got {type(value).__name__}")
+
+
+def _require_selector(owner: str, role: str, value: Any) -> None:
+    if not isinstance(value, Selector):
+        raise TypeError(f"{owner}: {role} must be a Selector, got {type(value).__name__}")
+
+
+def _require_callable(owner: str, role: str, value: Any) -> None:
+    if not callable(value):
+        raise TypeError(f"{owner}: {role} must be callable, got {value!r}")
+
+
+class TokensType(SOp):
+    """The input sequence itself (the singleton ``tokens``)."""
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        return {"name": "tokens", "encoding": Encoding.CATEGORICAL}
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return ()
+
+
+class IndicesType(SOp):
+    """The positions ``0 .. len(xs)-1`` (the singleton ``indices``)."""
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        return {"name": "indices", "encoding": Encoding.CATEGORICAL}
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return ()
+
+
+class Map(SOp):
+    """Apply ``f`` to every element of ``inner`` (``None`` stays ``None``, ``f`` not called).
+
+    With ``simplify=True`` (the default) a Map of a Map fuses into one Map of the inner Map's
+    input, computing ``f(g(x))``; pass ``simplify=False`` to keep both nodes.
+    """
+
+    default_label_stem = "map"
+
+    def __init__(self, f: Callable[[Any], Any], inner: SOp, simplify: bool = True) -> None:
+        _require_callable("Map", "f", f)
+        _require_sop("Map", "inner", inner)
+        super().__init__()
+        if simplify and isinstance(inner, Map):
+            f = functions.Composed(f, inner.f)
+            inner = inner.inner
+        self._set("f", f)
+        self._set("inner", inner)
+        self._set("simplify", simplify)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.inner,)
+
+
+class SequenceMap(SOp):
+    """Apply ``f(x, y)`` position-wise to ``fst`` and ``snd`` (``None`` in either gives ``None``)."""
+
+    default_label_stem = "sequence_map"
+
+    def __init__(self, f: Callable[[Any, Any], Any], fst: SOp, snd: SOp) -> None:
+        _require_callable(type(self).__name__, "f", f)
+        _require_sop(type(self).__name__, "fst", fst)
+        _require_sop(type(self).__name__, "snd", snd)
+        super().__init__()
+        self._set("f", f)
+        self._set("fst", fst)
+        self._set("snd", snd)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.fst, self.snd)
+
+
+class LinearSequenceMap(SequenceMap):
+    """``fst_fac * fst + snd_fac * snd`` position-wise; compiles to a linear layer."""
+
+    default_label_stem = "linear_sequence_map"
+
+    def __init__(self, fst: SOp, snd: SOp, fst_fac: float, snd_fac: float) -> None:
+        super().__init__(functions.LinearCombination(fst_fac, snd_fac), fst, snd)
+        self._set("fst_fac", fst_fac)
+        self._set("snd_fac", snd_fac)
+
+
+class Full(SOp):
+    """The constant sequence ``[fill] * len(xs)``."""
+
+    default_label_stem = "full"
+
+    def __init__(self, fill: Any) -> None:
+        super().__init__()
+        self._set("fill", fill)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return ()
+
+
+class ConstantSOp(SOp):
+    """A fixed sequence ``value``; with ``check_length`` the input must have the same length."""
+
+    default_label_stem = "constant_sop"
+
+    def __init__(self, value: Sequence[Any], check_length: bool = True) -> None:
+        super().__init__()
+        self._set("value", list(value))
+        self._set("check_length", check_length)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return ()
+
+
+class Aggregate(SOp):
+    """Read ``sop`` at the keys ``selector`` picks for each query.
+
+    Categorical: the common value of the selected keys (an error if they differ), ``default``
+    when none is selected. Numerical: the mean of the selected values, or ``default``.
+    """
+
+    default_label_stem = "aggregate"
+
+    def __init__(self, selector: Selector, sop: SOp, default: Any = None) -> None:
+        _require_selector("Aggregate", "selector", selector)
+        _require_sop("Aggregate", "sop", sop)
+        super().__init__()
+        self._set("selector", selector)
+        self._set("sop", sop)
+        self._set("default", default)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.selector, self.sop)
+
+
+class SelectorWidth(SOp):
+    """For each query, the number of keys ``selector`` selects."""
+
+    default_label_stem = "selector_width"
+
+    def __init__(self, selector: Selector) -> None:
+        _require_selector("SelectorWidth", "selector", selector)
+        super().__init__()
+        self._set("selector", selector)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.selector,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Selectors
+
+
+class Selector(RASPExpr):
+    """A query x key boolean matrix. ``&``, ``|`` and ``~`` combine selectors.
+
+    ``a & b`` / ``a | b`` of two ``Select``s over the very same keys and queries s-ops fuse
+    into one ``Select`` whose predicate combines both; otherwise they build
+    ``SelectorAnd``/``SelectorOr``. ``~a`` is always ``SelectorNot(a)``.
+    """
+
+    def __and__(self, other: Any) -> Selector:
+        if not isinstance(other, Selector):
+            return NotImplemented
+        if _fusable(self, other):
+            return Select(self.keys, self.queries, PredicateAnd(self.predicate, other.predicate))
+        return SelectorAnd(self, other)
+
+    def __or__(self, other: Any) -> Selector:
+        if not isinstance(other, Selector):
+            return NotImplemented
+        if _fusable(self, other):
+            return Select(self.keys, self.queries, PredicateOr(self.predicate, other.predicate))
+        return SelectorOr(self, other)
+
+    def __invert__(self) -> Selector:
+        return SelectorNot(self)
+
+
+def _fusable(fst: Selector, snd: Selector) -> bool:
+    """Whether two selectors are Selects over identical key and query s-ops."""
+    return (
+        isinstance(fst, Select)
+        and isinstance(snd, Select)
+        and fst.keys is snd.keys
+        and fst.queries is snd.queries
+    )
+
+
+class Select(Selector):
+    """Selects key ``k`` for query ``q`` when ``predicate(k, q)`` holds.
+
+    ``predicate`` is a :class:`Comparison` or any callable ``(key, query) -> bool``. It is never
+    called when the key or the query is ``None``; such pairs are not selected.
+    """
+
+    default_label_stem = "select"
+
+    def __init__(self, keys: SOp, queries: SOp, predicate: Predicate) -> None:
+        _require_sop("Select", "keys", keys)
+        _require_sop("Select", "queries", queries)
+        _require_callable("Select", "predicate", predicate)
+        super().__init__()
+        self._set("keys", keys)
+        self._set("queries", queries)
+        self._set("predicate", predicate)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.keys, self.queries)
+
+
+class ConstantSelector(Selector):
+    """A fixed selection matrix ``value[q][k]``; with ``check_length`` it must be n x n."""
+
+    default_label_stem = "constant_selector"
+
+    def __init__(self, value: Sequence[Sequence[bool]], check_length: bool = True) -> None:
+        super().__init__()
+        self._set("value", [list(row) for row in value])
+        self._set("check_length", check_length)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return ()
+
+
+class _BinarySelector(Selector):
+    """Shared shape of ``SelectorAnd`` and ``SelectorOr``: two selector operands."""
+
+    def __init__(self, fst: Selector, snd: Selector) -> None:
+        _require_selector(type(self).__name__, "fst", fst)
+        _require_selector(type(self).__name__, "snd", snd)
+        super().__init__()
+        self._set("fst", fst)
+        self._set("snd", snd)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.fst, self.snd)
+
+
+class SelectorAnd(_BinarySelector):
+    """Selected where both ``fst`` and ``snd`` select."""
+
+    default_label_stem = "selector_and"
+
+
+class SelectorOr(_BinarySelector):
+    """Selected where ``fst`` or ``snd`` selects."""
+
+    default_label_stem = "selector_or"
+
+
+class SelectorNot(Selector):
+    """Selected exactly where ``inner`` does not select (then causally masked if causal)."""
+
+    default_label_stem = "selector_not"
+
+    def __init__(self, inner: Selector) -> None:
+        _require_selector("SelectorNot", "inner", inner)
+        super().__init__()
+        self._set("inner", inner)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.inner,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Encodings
+
+
+def numerical(sop: SOpT) -> SOpT:
+    """Return a copy of ``sop`` annotated with the numerical encoding (one number per position)."""
+    return annotate(sop, encoding=Encoding.NUMERICAL)
+
+
+def categorical(sop: SOpT) -> SOpT:
+    """Return a copy of ``sop`` annotated with the categorical encoding (the default)."""
+    return annotate(sop, encoding=Encoding.CATEGORICAL)
+
+
+def get_encoding(sop: SOp) -> Encoding:
+    """The encoding annotation of ``sop``."""
+    if not isinstance(sop, SOp):
+        raise TypeError(f"only s-ops have an encoding, got {type(sop).__name__}")
+    return sop.annotations["encoding"]
+
+
+def is_numerical(sop: SOp) -> bool:
+    """Whether ``sop`` is annotated numerical."""
+    return get_encoding(sop) is Encoding.NUMERICAL
+
+
+def is_categorical(sop: SOp) -> bool:
+    """Whether ``sop`` is annotated categorical."""
+    return get_encoding(sop) is Encoding.CATEGORICAL
+
+
+# ---------------------------------------------------------------------------------------------
+# Primitives and evaluation
+
+tokens = TokensType()
+indices = IndicesType()
+
+
+def evaluate(expr: RASPExpr, xs: Sequence[Any], causal: bool = False) -> list[Any]:
+    """Evaluate ``expr`` on the input sequence ``xs``.
+
+    Returns a list for an s-op and a list of query rows of booleans (``value[q][k]``) for a
+    selector. With ``causal=True`` every selector is masked to keys at or before the query,
+    as in a decoder-only transformer. Raises :class:`RaspEvaluationError` on failure.
+    """
+    from rasp import evaluator  # imported here: the evaluator itself imports this module
+
+    return evaluator.evaluate(expr, xs, causal=causal)
