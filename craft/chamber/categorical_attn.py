@@ -1,0 +1,182 @@
+"""Attention for Select/Aggregate: the direct 0/1 selector matrix, the BOS default, W_OV maps.
+
+Scores. `selector_qk` gives the "direct" matrix D[q, k] = 1 when predicate(key_value, query_value)
+holds, over the one-hot spaces of the query and key s-ops. A conjunction of n leaf selectors is
+the sum of their D's, so a key is selected exactly when its score is n and otherwise scores at most
+n - 1. `attention_head` adds one more term, `one` (query) x `tokens:BOS` (key), with weight
+n - 1/2 and multiplies everything by `coldness`: BOS then loses to any selected key by
+coldness / 2 in logit and beats every unselected key by coldness / 2, so softmax averages the
+selected keys, and attends to BOS (whose value subspace is 0: the default) when none is selected.
+With `always_attend_to_bos`, BOS gets weight n and counts as one more selected key (used by
+selector width). With coldness 100 the leakage onto losing keys is at most T * e^-50 per position.
+"""
+
+from __future__ import annotations
+
+import enum
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
+from craft.blocks import AttentionHead
+from craft.maps import BilinearMap, LinearMap
+
+_ORDER_UFUNCS = {"LT": np.less, "LEQ": np.less_equal, "GT": np.greater, "GEQ": np.greater_equal}
+_SPOT_CHECKS = 64
+
+
+def _object_array(values: Sequence[Any]) -> np.ndarray:
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = list(values) if values else []
+    return arr
+
+
+def _as_homogeneous_array(values: list[Any]) -> np.ndarray | None:
+    """Values as a float array (all real numbers, exactly representable) or a unicode array
+    (all strings); None when neither, so comparisons must go through Python."""
+    if all(isinstance(v, numbers.Real) for v in values):
+        arr = np.array([float(v) for v in values])
+        ints_ok = all(
+            not isinstance(v, numbers.Integral) or abs(int(v)) <= 2**53 for v in values
+        )
+        return arr if ints_ok else None
+    if all(isinstance(v, str) for v in values):
+        return np.array(values, dtype=str)
+    return None
+
+
+def _fast_table(name: str, keys: list[Any], queries: list[Any]) -> np.ndarray | None:
+    """(n_queries, n_keys) boolean table for a standard comparison, or None (no fast path)."""
+    if name == "TRUE":
+        return np.ones((len(queries), len(keys)), dtype=bool)
+    if name == "FALSE":
+        return np.zeros((len(queries), len(keys)), dtype=bool)
+    if name in ("EQ", "NEQ"):
+        codes: dict[Any, int] = {}
+        try:
+            k = np.array([codes.setdefault(v, len(codes)) for v in keys], dtype=np.int64)
+            q = np.array([codes.setdefault(v, len(codes)) for v in queries], dtype=np.int64)
+        except TypeError:
+            return None
+        equal = q[:, None] == k[None, :]
+        return equal if name == "EQ" else ~equal
+    if name in _ORDER_UFUNCS:
+        k_arr = _as_homogeneous_array(keys)
+        q_arr = _as_homogeneous_array(queries)
+        if k_arr is None or q_arr is None or k_arr.dtype.kind != q_arr.dtype.kind:
+            return None
+        return _ORDER_UFUNCS[name](k_arr[None, :], q_arr[:, None])
+    return None
+
+
+def _spot_check(table: np.ndarray, predicate: Callable, keys: list, queries: list) -> bool:
+    """Compare a fast-path table with the predicate itself on a few deterministic pairs."""
+    if table.size == 0:
+        return True
+    rng = np.random.default_rng(0)
+    qi = rng.integers(0, len(queries), _SPOT_CHECKS)
+    ki = rng.integers(0, len(keys), _SPOT_CHECKS)
+    return all(bool(predicate(keys[k], queries[q])) == bool(table[q, k]) for q, k in zip(qi, ki))
+
+
+def predicate_table(predicate: Callable[[Any, Any], Any], keys: list[Any], queries: list[Any]) -> np.ndarray:
+    """Boolean (n_queries, n_keys) table of predicate(key, query) (None values are never selected).
+
+    Standard comparisons (enum members named EQ, LT, ...) use numpy broadcasting, verified on a
+    sample of pairs against the callable; anything else is called once per pair through
+    `np.frompyfunc`.
+    """
+    table = np.zeros((len(queries), len(keys)), dtype=bool)
+    k_ok = [i for i, v in enumerate(keys) if v is not None]
+    q_ok = [i for i, v in enumerate(queries) if v is not None]
+    ks = [keys[i] for i in k_ok]
+    qs = [queries[i] for i in q_ok]
+    if not ks or not qs:
+        return table
+    sub = None
+    if isinstance(predicate, enum.Enum):
+        sub = _fast_table(predicate.name, ks, qs)
+        if sub is not None and not _spot_check(sub, predicate, ks, qs):
+            sub = None
+    if sub is None:
+        call = np.frompyfunc(lambda k, q: bool(predicate(k, q)), 2, 1)
+        sub = call(_object_array(ks)[None, :], _object_array(qs)[:, None]).astype(bool)
+    table[np.ix_(q_ok, k_ok)] = sub
+    return table
+
+
+def selector_qk(
+    query_space: VectorSpaceWithBasis,
+    key_space: VectorSpaceWithBasis,
+    predicate: Callable[[Any, Any], Any],
+) -> BilinearMap:
+    """The 0/1 direct attention matrix: entry [query v, key w] = predicate(w, v)."""
+    queries = [d.value for d in query_space.basis]
+    keys = [d.value for d in key_space.basis]
+    table = predicate_table(predicate, keys, queries)
+    return BilinearMap(query_space, key_space, table.astype(np.float64))
+
+
+def attention_head(
+    direct_qk: BilinearMap,
+    n_terms: int,
+    value_to_output: LinearMap,
+    bos_space: VectorSpaceWithBasis,
+    one_space: VectorSpaceWithBasis,
+    causal: bool = False,
+    always_attend_to_bos: bool = False,
+    coldness: float = 100.0,
+) -> AttentionHead:
+    """Head attending (uniformly) to keys scoring n_terms in `direct_qk`, else to BOS."""
+    if bos_space.num_dims != 1 or one_space.num_dims != 1:
+        raise ValueError("bos_space and one_space must each have exactly one direction")
+    left = join_vector_spaces(direct_qk.left_space, one_space)
+    right = join_vector_spaces(direct_qk.right_space, bos_space)
+    matrix = direct_qk.on_spaces(left, right).matrix.copy()
+    bos_weight = float(n_terms) if always_attend_to_bos else n_terms - 0.5
+    matrix[left.index(one_space.basis[0]), right.index(bos_space.basis[0])] += bos_weight
+    return AttentionHead(BilinearMap(left, right, coldness * matrix), value_to_output, causal=causal)
+
+
+def categorical_value_map(
+    value_space: VectorSpaceWithBasis, output_space: VectorSpaceWithBasis
+) -> LinearMap:
+    """W_OV copying a one-hot: (value label, v) -> (output label, v); values missing from the
+    output space are dropped."""
+    name = output_space.basis[0].name if output_space.num_dims else ""
+    matrix = np.zeros((value_space.num_dims, output_space.num_dims))
+    rows, cols = [], []
+    for i, d in enumerate(value_space.basis):
+        target = BasisDirection(name, d.value)
+        if target in output_space:
+            rows.append(i)
+            cols.append(output_space.index(target))
+    matrix[rows, cols] = 1.0
+    return LinearMap(value_space, output_space, matrix)
+
+
+def numerical_value_map(
+    value_space: VectorSpaceWithBasis, output_space: VectorSpaceWithBasis
+) -> LinearMap:
+    """W_OV writing a number onto the single output direction.
+
+    A valueless (numerical) input direction is copied with weight 1; a categorical direction
+    (label, v) with a numeric v writes v, so attention yields the mean of the selected values.
+    """
+    if output_space.num_dims != 1:
+        raise ValueError("numerical_value_map: output space must have exactly one direction")
+    weights = np.zeros((value_space.num_dims, 1))
+    for i, d in enumerate(value_space.basis):
+        if d.value is None:
+            weights[i, 0] = 1.0
+        elif isinstance(d.value, numbers.Real):
+            weights[i, 0] = float(d.value)
+        else:
+            raise ValueError(
+                f"numerical_value_map: direction {d} has non-numeric value {d.value!r}; "
+                "a numerical aggregate needs numbers"
+            )
+    return LinearMap(value_space, output_space, weights)

@@ -1,0 +1,157 @@
+"""MLPs for Maps and SequenceMaps on categorical (one-hot) inputs: lookup tables.
+
+Map (one input): the hidden layer is a copy of the input one-hot (one ReLU unit per input value,
+no bias), the second layer writes the table entry of each value. Zero in gives zero out, so the
+BOS position and an empty (None) input write nothing and no BOS term is needed.
+
+SequenceMap (two inputs): one hidden unit per value pair (x, y) computing
+`relu(x_onehot + y_onehot - one)`, which is 1 exactly when both inputs hold that pair and 0
+otherwise. Its pre-activation is <= 0 whenever either input is empty, including at BOS (both
+inputs zero, `one` = 1), so it satisfies the BOS-zero invariant without a BOS term.
+
+Deviation from docs/architecture.md: the single-input builders take an optional keyword
+`hidden_name` (default `"<output label>_hidden"`); the listed positional signature is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from craft.bases import BasisDirection, VectorSpaceWithBasis
+from craft.blocks import MLP
+from craft.maps import LinearMap
+
+
+def _hidden_default(output_space: VectorSpaceWithBasis) -> str:
+    if output_space.num_dims == 0:
+        raise ValueError("output space is empty; pass hidden_name explicitly")
+    return f"{output_space.basis[0].name}_hidden"
+
+
+def _is_numerical_space(space: VectorSpaceWithBasis) -> bool:
+    return space.num_dims == 1 and space.basis[0].value is None
+
+
+def _object_array(values: Sequence[Any]) -> np.ndarray:
+    """1-D object array holding the values as-is (tuples are not unpacked)."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = list(values) if values else []
+    return arr
+
+
+def _output_indices(output_space: VectorSpaceWithBasis, results: Sequence[Any]) -> np.ndarray:
+    """Output index of each result value (categorical), -1 when None or not in the space."""
+    name = output_space.basis[0].name if output_space.num_dims else ""
+    lookup = {d.value: i for i, d in enumerate(output_space.basis) if d.name == name}
+    out = np.full(len(results), -1, dtype=np.int64)
+    for i, r in enumerate(results):
+        if r is not None:
+            try:
+                out[i] = lookup.get(r, -1)
+            except TypeError:  # unhashable result: cannot be a direction value
+                pass
+    return out
+
+
+def _numerical_outputs(results: Sequence[Any], what: str) -> np.ndarray:
+    """Results as floats; None writes 0 (nothing)."""
+    out = np.zeros(len(results))
+    for i, r in enumerate(results):
+        if r is None:
+            continue
+        try:
+            out[i] = float(r)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: result {r!r} is not a number; a numerical output needs numbers") from None
+    return out
+
+
+def _identity_hidden(input_space: VectorSpaceWithBasis, hidden_name: str) -> LinearMap:
+    hidden = VectorSpaceWithBasis(tuple(BasisDirection(hidden_name, d.value) for d in input_space.basis))
+    return LinearMap(input_space, hidden, np.eye(input_space.num_dims))
+
+
+def map_categorical_mlp(
+    input_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    operation: Callable[[Hashable], Hashable | None],
+    hidden_name: str | None = None,
+) -> MLP:
+    """Lookup-table MLP: input one-hot of x -> output one-hot of operation(x).
+
+    `operation(x)` returning None, or a value that is not in `output_space`, writes nothing.
+    """
+    first = _identity_hidden(input_space, hidden_name or _hidden_default(output_space))
+    results = [operation(d.value) for d in input_space.basis]
+    cols = _output_indices(output_space, results)
+    second = np.zeros((input_space.num_dims, output_space.num_dims))
+    rows = np.nonzero(cols >= 0)[0]
+    second[rows, cols[rows]] = 1.0
+    return MLP(first, LinearMap(first.output_space, output_space, second))
+
+
+def map_categorical_to_numerical_mlp(
+    input_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    operation: Callable[[Hashable], float | None],
+    hidden_name: str | None = None,
+) -> MLP:
+    """Input one-hot of x -> operation(x) on the single numerical output direction (None -> 0)."""
+    if output_space.num_dims != 1:
+        raise ValueError("numerical output space must have exactly one direction")
+    first = _identity_hidden(input_space, hidden_name or _hidden_default(output_space))
+    results = [operation(d.value) for d in input_space.basis]
+    second = _numerical_outputs(results, "map_categorical_to_numerical_mlp")[:, None]
+    return MLP(first, LinearMap(first.output_space, output_space, second))
+
+
+def _pairwise(operation: Callable[[Any, Any], Any], xs: list, ys: list) -> list:
+    """operation(x, y) for all pairs, x-major, via numpy's object ufunc machinery."""
+    if not xs or not ys:
+        return []
+    table = np.frompyfunc(operation, 2, 1)(_object_array(xs)[:, None], _object_array(ys)[None, :])
+    return list(table.ravel())
+
+
+def sequence_map_categorical_mlp(
+    input1_space: VectorSpaceWithBasis,
+    input2_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    operation: Callable[[Hashable, Hashable], Any],
+    one_space: VectorSpaceWithBasis,
+    hidden_name: str,
+) -> MLP:
+    """Two-input lookup table with one hidden unit per value pair (x-major order).
+
+    Categorical output (one-hot of operation(x, y), None / unknown values write nothing), or
+    numerical when `output_space` is a single direction with value None (None writes 0). The two
+    input spaces must be disjoint (a SequenceMap of an s-op with itself is a Map).
+    """
+    if set(input1_space.basis) & set(input2_space.basis):
+        raise ValueError("sequence_map_categorical_mlp: input spaces overlap; use a Map instead")
+    if one_space.num_dims != 1:
+        raise ValueError("one_space must have exactly one direction")
+    n1, n2 = input1_space.num_dims, input2_space.num_dims
+    xs = [d.value for d in input1_space.basis]
+    ys = [d.value for d in input2_space.basis]
+    hidden = VectorSpaceWithBasis(
+        tuple(BasisDirection(hidden_name, (x, y)) for x in xs for y in ys)
+    )
+    input_space = VectorSpaceWithBasis(input1_space.basis + input2_space.basis + one_space.basis)
+    first = np.zeros((n1 + n2 + 1, n1 * n2))
+    pair = np.arange(n1 * n2)
+    first[pair // max(n2, 1), pair] = 1.0
+    first[n1 + pair % max(n2, 1), pair] = 1.0
+    first[n1 + n2, :] = -1.0
+    results = _pairwise(operation, xs, ys)
+    if _is_numerical_space(output_space):
+        second = _numerical_outputs(results, "sequence_map_categorical_mlp")[:, None]
+    else:
+        cols = _output_indices(output_space, results)
+        second = np.zeros((n1 * n2, output_space.num_dims))
+        rows = np.nonzero(cols >= 0)[0]
+        second[rows, cols[rows]] = 1.0
+    return MLP(LinearMap(input_space, hidden, first), LinearMap(hidden, output_space, second))

@@ -1,0 +1,194 @@
+"""MLPs for Maps on a numerical input (one direction), built on its finite value set.
+
+Construction ("discretising" piecewise-linear MLP). Let x_0 < x_1 < ... < x_{m-1} be the distinct
+input values, g = min_i (x_i - x_{i-1}) the smallest gap and b_i = (x_{i-1} + x_i) / 2 the
+midpoints. With slope s = exactness / g, each midpoint gets a clipped ramp
+
+    step_i(x) = relu(s (x - b_i) + 1/2) - relu(s (x - b_i) - 1/2)     (0 below, 1 above, width 1/s)
+
+and the output is  T_0 + sum_i (T_i - T_{i-1}) step_i(x), where T_j is the target written for x_j
+(the number f(x_j), or the one-hot of f(x_j) for a categorical output). The constant T_0 goes
+through a hidden unit `relu(one - large * bos)`. Hidden width: 2 (m - 1) + 1.
+
+Exactness (requires exactness >= 1). A ramp is flat (exactly 0 or 1) at distance >= g / (2 exactness)
+from its midpoint, and every midpoint is >= g / 2 from the neighbouring values. Hence the MLP
+writes exactly T_j (up to float rounding of the telescoping sum) for every input x with
+
+    |x - x_j| <= (g / 2) * (1 - 1 / exactness),
+
+in particular on every x_j itself. Inside the ramps (only reachable by inputs off the value set)
+the output interpolates linearly between neighbouring targets. A larger exactness widens the
+exact window but makes the weights steeper (|w| up to exactness * max|x| / g), which costs float32
+precision: keep exactness * max|x| / g well below ~1e6 for float32 models.
+
+BOS: every hidden unit with a bias from `one` also gets weight -(|bias| + 1) from the BOS
+direction; the numerical input is 0 at BOS (BOS-zero invariant), so all units are off there and
+the block writes exactly 0 at BOS. Outputs can be negative and f arbitrary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+import numpy as np
+
+from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
+from craft.blocks import MLP
+from craft.maps import LinearMap
+
+
+def _sorted_inputs(input_value_set: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Distinct finite numeric input values sorted, as floats and as the original objects
+    (which are what `f` is called on). None entries are ignored."""
+    values: dict[float, Any] = {}
+    for v in input_value_set:
+        if v is None:
+            continue
+        try:
+            fv = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"numerical MLP: input value {v!r} is not a number") from None
+        if not math.isfinite(fv):
+            raise ValueError(f"numerical MLP: input value {v!r} is not finite")
+        values.setdefault(fv, v)
+    if not values:
+        raise ValueError("numerical MLP: the input value set is empty")
+    xs = sorted(values)
+    return np.array(xs), [values[x] for x in xs]
+
+
+def _check_single(space: VectorSpaceWithBasis, what: str) -> None:
+    if space.num_dims != 1:
+        raise ValueError(f"{what} must have exactly one direction, got {space.num_dims}")
+
+
+def _discretising_mlp(
+    xs: np.ndarray,
+    targets: np.ndarray,
+    input_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    one_space: VectorSpaceWithBasis,
+    bos_space: VectorSpaceWithBasis,
+    exactness: float,
+    hidden_name: str,
+) -> MLP:
+    """The ramp construction for sorted inputs `xs` and per-value target rows `targets` (m, d_out)."""
+    _check_single(input_space, "input_space")
+    _check_single(one_space, "one_space")
+    _check_single(bos_space, "bos_space")
+    if not exactness >= 1:
+        raise ValueError(f"exactness must be >= 1, got {exactness}")
+    m = len(xs)
+    n_ramps = m - 1
+    hidden = VectorSpaceWithBasis(
+        (BasisDirection(hidden_name, "start"),)
+        + tuple(BasisDirection(hidden_name, (i, side)) for i in range(1, m) for side in (0, 1))
+    )
+    in_space = join_vector_spaces(input_space, one_space, bos_space)
+    x_row = in_space.index(input_space.basis[0])
+    one_row = in_space.index(one_space.basis[0])
+    bos_row = in_space.index(bos_space.basis[0])
+
+    first = np.zeros((in_space.num_dims, hidden.num_dims))
+    first[one_row, 0] = 1.0
+    if n_ramps:
+        slope = exactness / float(np.min(np.diff(xs)))
+        mids = (xs[:-1] + xs[1:]) / 2
+        offsets = np.repeat(np.array([[0.5, -0.5]]), n_ramps, axis=0)  # (n_ramps, 2)
+        biases = (-slope * mids)[:, None] + offsets
+        first[x_row, 1:] = slope
+        first[one_row, 1:] = biases.ravel()
+    first[bos_row, :] = -(np.abs(first[one_row, :]) + 1.0)
+
+    deltas = np.diff(targets, axis=0)  # T_i - T_{i-1}, (n_ramps, d_out)
+    second = np.zeros((hidden.num_dims, output_space.num_dims))
+    second[0] = targets[0]
+    second[1::2] = deltas
+    second[2::2] = -deltas
+    return MLP(LinearMap(in_space, hidden, first), LinearMap(hidden, output_space, second))
+
+
+def _default_hidden(output_space: VectorSpaceWithBasis, hidden_name: str | None) -> str:
+    if hidden_name:
+        return hidden_name
+    if output_space.num_dims == 0:
+        raise ValueError("output space is empty; pass hidden_name explicitly")
+    return f"{output_space.basis[0].name}_hidden"
+
+
+def map_numerical_mlp(
+    f: Callable[[float], float],
+    input_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    input_value_set: Iterable[Any],
+    one_space: VectorSpaceWithBasis,
+    bos_space: VectorSpaceWithBasis,
+    exactness: float = 100,
+    hidden_name: str | None = None,
+) -> MLP:
+    """Numerical -> numerical Map; exact on the value set (see module docstring for the window)."""
+    _check_single(output_space, "output_space")
+    xs, originals = _sorted_inputs(input_value_set)
+    targets = np.zeros((len(xs), 1))
+    for j, x in enumerate(originals):
+        y = f(x)
+        if y is None:
+            raise ValueError(f"map_numerical_mlp: f({x!r}) is None; a numerical output needs a number")
+        targets[j, 0] = float(y)
+    if not np.all(np.isfinite(targets)):
+        raise ValueError("map_numerical_mlp: f returned a non-finite value")
+    return _discretising_mlp(
+        xs, targets, input_space, output_space, one_space, bos_space, exactness,
+        _default_hidden(output_space, hidden_name),
+    )
+
+
+def map_numerical_to_categorical_mlp(
+    f: Callable[[float], Hashable],
+    input_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    input_value_set: Iterable[Any],
+    one_space: VectorSpaceWithBasis,
+    bos_space: VectorSpaceWithBasis,
+    exactness: float = 100,
+    hidden_name: str | None = None,
+) -> MLP:
+    """Numerical -> categorical Map: writes the one-hot of f(x_j); None / unknown values write nothing."""
+    xs, originals = _sorted_inputs(input_value_set)
+    targets = np.zeros((len(xs), output_space.num_dims))
+    name = output_space.basis[0].name if output_space.num_dims else ""
+    for j, x in enumerate(originals):
+        y = f(x)
+        direction = BasisDirection(name, y)
+        if y is not None and direction in output_space:
+            targets[j, output_space.index(direction)] = 1.0
+    return _discretising_mlp(
+        xs, targets, input_space, output_space, one_space, bos_space, exactness,
+        _default_hidden(output_space, hidden_name),
+    )
+
+
+def linear_sequence_map_numerical_mlp(
+    input1_space: VectorSpaceWithBasis,
+    input2_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    fst_fac: float,
+    snd_fac: float,
+    hidden_name: str,
+) -> MLP:
+    """out = fst_fac * x + snd_fac * y with four ReLUs (x = relu(x) - relu(-x)); no bias, so zero
+    in gives zero out (BOS-safe). The two inputs may be the same direction."""
+    _check_single(input1_space, "input1_space")
+    _check_single(input2_space, "input2_space")
+    _check_single(output_space, "output_space")
+    in_space = join_vector_spaces(input1_space, input2_space)
+    hidden = VectorSpaceWithBasis(
+        tuple(BasisDirection(hidden_name, tag) for tag in ("x+", "x-", "y+", "y-"))
+    )
+    first = np.zeros((in_space.num_dims, 4))
+    first[in_space.index(input1_space.basis[0]), [0, 1]] += [1.0, -1.0]
+    first[in_space.index(input2_space.basis[0]), [2, 3]] += [1.0, -1.0]
+    second = np.array([[fst_fac], [-fst_fac], [snd_fac], [-snd_fac]], dtype=np.float64)
+    return MLP(LinearMap(in_space, hidden, first), LinearMap(hidden, output_space, second))
