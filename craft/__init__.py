@@ -13,6 +13,7 @@ from craft.blocks import (
     MultiAttentionHead,
     SeriesWithResiduals,
     combine_in_parallel,
+    heads_of,
 )
 from craft.maps import BilinearMap, LinearMap, project
 
@@ -30,4 +31,5 @@ __all__ = [
     "MultiAttentionHead",
     "SeriesWithResiduals",
     "combine_in_parallel",
+    "heads_of",
 ]

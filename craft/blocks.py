@@ -180,41 +180,46 @@ class AttentionHead:
         values = self.w_ov.apply(vector).magnitudes
         return VectorInBasis(self.output_space.basis, self.attention_pattern(vector) @ values)
 
-    def heads(self) -> tuple[AttentionHead, ...]:
-        return (self,)
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MultiAttentionHead:
-    """Heads that read the same residual stream in parallel; their outputs add."""
+    """Heads that read the same residual stream in parallel; their outputs add.
 
-    sub_heads: tuple[AttentionHead, ...]
+    `heads` may contain MultiAttentionHeads; they are flattened, so `.heads` is always a tuple of
+    AttentionHead in the given order.
+    """
+
+    heads: tuple[AttentionHead, ...]
 
     def __post_init__(self) -> None:
-        flat: list[AttentionHead] = []
-        for head in self.sub_heads:
-            flat.extend(head.heads())
+        flat = tuple(h for block in self.heads for h in heads_of(block))
         if not flat:
             raise ValueError("MultiAttentionHead needs at least one head")
-        object.__setattr__(self, "sub_heads", tuple(flat))
-
-    def heads(self) -> tuple[AttentionHead, ...]:
-        return self.sub_heads
+        object.__setattr__(self, "heads", flat)
 
     @property
     def input_space(self) -> VectorSpaceWithBasis:
-        return join_vector_spaces(*(h.input_space for h in self.sub_heads))
+        return join_vector_spaces(*(h.input_space for h in self.heads))
 
     @property
     def output_space(self) -> VectorSpaceWithBasis:
-        return join_vector_spaces(*(h.output_space for h in self.sub_heads))
+        return join_vector_spaces(*(h.output_space for h in self.heads))
 
     def apply(self, vector: VectorInBasis) -> VectorInBasis:
         space = self.output_space
         total = np.zeros(vector.shape[:-1] + (space.num_dims,))
-        for head in self.sub_heads:
+        for head in self.heads:
             total += head.apply(vector).project(space).magnitudes
         return VectorInBasis(space.basis, total)
+
+
+def heads_of(block: AttentionHead | MultiAttentionHead) -> tuple[AttentionHead, ...]:
+    """The individual heads of an attention block."""
+    if isinstance(block, AttentionHead):
+        return (block,)
+    if isinstance(block, MultiAttentionHead):
+        return block.heads
+    raise TypeError(f"not an attention block: {type(block).__name__}")
 
 
 Block = Union[MLP, AttentionHead, MultiAttentionHead, "SeriesWithResiduals"]
