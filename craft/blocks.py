@@ -180,35 +180,42 @@ class AttentionHead:
         values = self.w_ov.apply(vector).magnitudes
         return VectorInBasis(self.output_space.basis, self.attention_pattern(vector) @ values)
 
+    def heads(self) -> tuple[AttentionHead, ...]:
+        """This head alone (same interface as MultiAttentionHead.heads)."""
+        return (self,)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MultiAttentionHead:
     """Heads that read the same residual stream in parallel; their outputs add.
 
-    `heads` may contain MultiAttentionHeads; they are flattened, so `.heads` is always a tuple of
-    AttentionHead in the given order.
+    Constructed as `MultiAttentionHead(heads)`; nested MultiAttentionHeads are flattened, so
+    `.heads()` returns a tuple of AttentionHead in the given order (Tracr-style method).
     """
 
-    heads: tuple[AttentionHead, ...]
+    sub_heads: tuple[AttentionHead, ...]
 
     def __post_init__(self) -> None:
-        flat = tuple(h for block in self.heads for h in heads_of(block))
+        flat = tuple(h for block in self.sub_heads for h in heads_of(block))
         if not flat:
             raise ValueError("MultiAttentionHead needs at least one head")
-        object.__setattr__(self, "heads", flat)
+        object.__setattr__(self, "sub_heads", flat)
+
+    def heads(self) -> tuple[AttentionHead, ...]:
+        return self.sub_heads
 
     @property
     def input_space(self) -> VectorSpaceWithBasis:
-        return join_vector_spaces(*(h.input_space for h in self.heads))
+        return join_vector_spaces(*(h.input_space for h in self.sub_heads))
 
     @property
     def output_space(self) -> VectorSpaceWithBasis:
-        return join_vector_spaces(*(h.output_space for h in self.heads))
+        return join_vector_spaces(*(h.output_space for h in self.sub_heads))
 
     def apply(self, vector: VectorInBasis) -> VectorInBasis:
         space = self.output_space
         total = np.zeros(vector.shape[:-1] + (space.num_dims,))
-        for head in self.heads:
+        for head in self.sub_heads:
             total += head.apply(vector).project(space).magnitudes
         return VectorInBasis(space.basis, total)
 
@@ -218,7 +225,7 @@ def heads_of(block: AttentionHead | MultiAttentionHead) -> tuple[AttentionHead, 
     if isinstance(block, AttentionHead):
         return (block,)
     if isinstance(block, MultiAttentionHead):
-        return block.heads
+        return block.sub_heads
     raise TypeError(f"not an attention block: {type(block).__name__}")
 
 

@@ -94,7 +94,7 @@ def test_multihead_and_series():
     h1 = AttentionHead(BilinearMap(X, X, RNG.normal(size=(3, 3))), LinearMap(X, Y, RNG.normal(size=(3, 2))))
     h2 = AttentionHead(BilinearMap(X, X, RNG.normal(size=(3, 3))), LinearMap(X, X, RNG.normal(size=(3, 3))), causal=True)
     multi = combine_in_parallel([h1, h2])
-    assert isinstance(multi, MultiAttentionHead) and len(multi.heads) == 2 and multi.heads[1] is h2
+    assert isinstance(multi, MultiAttentionHead) and len(multi.heads()) == 2 and multi.heads()[1] is h2 and h1.heads() == (h1,)
     v = VectorInBasis(X.basis, RNG.normal(size=(5, 3)))
     assert multi.apply(v).allclose(VectorInBasis.sum([h1.apply(v), h2.apply(v)]))
     mlp = MLP(LinearMap(Y, _hidden("m", 2), RNG.normal(size=(2, 2))), LinearMap(_hidden("m", 2), Y, RNG.normal(size=(2, 2))))
