@@ -7,6 +7,6 @@ The classic programs are in :mod:`rasp.lib` (``from rasp import lib``).
 
 from rasp.rasp import *  # noqa: F401,F403  (the public API, listed in rasp.rasp.__all__)
 from rasp.rasp import __all__ as _public_names
-from rasp import lib  # noqa: E402  (after the classes it builds programs from)
+from rasp import lib, rasp  # noqa: E402  (the library, and the module for Tracr-style use)
 
 __all__ = [*_public_names, "lib", "rasp"]

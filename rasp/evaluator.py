@@ -13,9 +13,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rasp import rasp
+from rasp.comparison import without_none_check
 from rasp.errors import RaspEvaluationError
 
-Value = Any
 SOpValue = list
 SelectorValue = np.ndarray
 
@@ -132,23 +132,22 @@ def _sequence_map(ev: _Evaluation, expr: rasp.SequenceMap) -> SOpValue:
 
 def _select(ev: _Evaluation, expr: rasp.Select) -> SelectorValue:
     keys, queries = ev.arg(expr.keys), ev.arg(expr.queries)
-    predicate = expr.predicate
-    matrix = np.zeros((len(queries), len(keys)), dtype=bool)
-    for qi, query in enumerate(queries):
-        if query is None:
-            continue
-        row = matrix[qi]
-        for ki, key in enumerate(keys):
-            if key is None:
-                continue
-            try:
-                row[ki] = bool(predicate(key, query))
-            except Exception as exc:
-                raise RaspEvaluationError(
-                    f"Select {expr.label!r}: predicate {predicate!r} raised "
-                    f"{type(exc).__name__} on key {key!r}, query {query!r}: {exc}"
-                ) from exc
-    return matrix
+    predicate = without_none_check(expr.predicate)
+    present_keys = [(ki, key) for ki, key in enumerate(keys) if key is not None]
+    rows = []
+    for query in queries:
+        row = [False] * len(keys)
+        if query is not None:
+            for ki, key in present_keys:
+                try:
+                    row[ki] = bool(predicate(key, query))
+                except Exception as exc:
+                    raise RaspEvaluationError(
+                        f"Select {expr.label!r}: predicate {expr.predicate!r} raised "
+                        f"{type(exc).__name__} on key {key!r}, query {query!r}: {exc}"
+                    ) from exc
+        rows.append(row)
+    return np.array(rows, dtype=bool).reshape(len(queries), len(keys))
 
 
 def _constant_selector(ev: _Evaluation, expr: rasp.ConstantSelector) -> SelectorValue:
@@ -194,16 +193,19 @@ def _aggregate(ev: _Evaluation, expr: rasp.Aggregate) -> SOpValue:
     _check_same_length(expr, selector.shape[1], len(values))
     combine = _mean if rasp.is_numerical(expr) else _common_value
     out = []
-    for row in selector:
-        chosen = [values[k] for k in np.flatnonzero(row)]
+    for row in selector.tolist():
+        chosen = [value for value, selected in zip(values, row) if selected]
         out.append(combine(expr, chosen) if chosen else expr.default)
     return out
+
+
+_PLAIN_NUMBERS = (int, float, bool)
 
 
 def _mean(expr: rasp.Aggregate, chosen: list[Any]) -> float:
     """Numerical aggregation: the mean of the selected values."""
     for value in chosen:
-        if not isinstance(value, numbers.Number):
+        if type(value) not in _PLAIN_NUMBERS and not isinstance(value, numbers.Number):
             raise RaspEvaluationError(
                 f"numerical Aggregate {expr.label!r} selected the non-numeric value {value!r}; "
                 "annotate it categorical or make its input numeric"

@@ -311,7 +311,7 @@ class Map(SOp):
 
 
 class SequenceMap(SOp):
-    """Apply ``f(x, y)`` position-wise to ``fst`` and ``snd`` (``None`` in either gives ``None``)."""
+    """Apply ``f(x, y)`` position-wise to ``fst`` and ``snd``; ``None`` in either gives ``None``."""
 
     default_label_stem = "sequence_map"
 

@@ -213,3 +213,12 @@ def test_operator_callables_compare_by_value():
     assert functions.RightOperand(operator.sub, 1)(3) == 2
     assert functions.Composed(str, abs)(-3) == "3"
     assert functions.LinearCombination(2, 3)(1, 1) == 5
+
+
+def test_without_none_check_unwraps_comparisons_only():
+    from rasp.comparison import without_none_check
+
+    raw_lt = without_none_check(rasp.Comparison.LT)
+    assert raw_lt is not rasp.Comparison.LT and raw_lt(1, 2) and not raw_lt(2, 1)
+    custom = lambda key, query: key == query  # noqa: E731
+    assert without_none_check(custom) is custom

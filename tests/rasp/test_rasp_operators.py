@@ -35,7 +35,9 @@ WITH_CONSTANT = [
 ]
 
 
-@pytest.mark.parametrize("name, overload, python_op", WITH_CONSTANT, ids=[w[0] for w in WITH_CONSTANT])
+@pytest.mark.parametrize(
+    "name, overload, python_op", WITH_CONSTANT, ids=[w[0] for w in WITH_CONSTANT]
+)
 def test_sop_with_constant_is_a_map(name, overload, python_op):
     sop = overload(rasp.tokens)
     assert isinstance(sop, rasp.Map)
@@ -125,6 +127,8 @@ def test_selects_over_same_sops_fuse():
 
 def test_fused_select_still_skips_none():
     keys = rasp.Map(lambda x: None if x == 0 else x, rasp.tokens)
-    fused = rasp.Select(keys, keys, rasp.Comparison.LEQ) | rasp.Select(keys, keys, rasp.Comparison.GT)
+    fused = rasp.Select(keys, keys, rasp.Comparison.LEQ) | rasp.Select(
+        keys, keys, rasp.Comparison.GT
+    )
     assert isinstance(fused, rasp.Select)
     assert fused([0, 1]) == [[False, False], [False, True]]

@@ -82,7 +82,9 @@ def test_selector_combinators_and_width():
 
 
 def test_evaluate_function_and_annotate():
-    program = rasp.annotate(rasp.Map(lambda t: t + 1, rasp.tokens), encoding=rasp.Encoding.NUMERICAL)
+    program = rasp.annotate(
+        rasp.Map(lambda t: t + 1, rasp.tokens), encoding=rasp.Encoding.NUMERICAL
+    )
     assert rasp.evaluate(program, [1, 2]) == [2, 3]
     assert rasp.is_numerical(program)
     assert program.annotations["encoding"] == rasp.Encoding.NUMERICAL
