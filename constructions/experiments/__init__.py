@@ -1,0 +1,1 @@
+"""Experiment scripts for the constructions package (run with python -m)."""
