@@ -1,25 +1,27 @@
 """MLPs for Maps on a numerical input (one direction), built on its finite value set.
 
 Construction ("discretising" piecewise-linear MLP). Let x_0 < x_1 < ... < x_{m-1} be the distinct
-input values, g = min_i (x_i - x_{i-1}) the smallest gap and b_i = (x_{i-1} + x_i) / 2 the
-midpoints. With slope s = exactness / g, each midpoint gets a clipped ramp
+input values and T_j the target written for x_j (the number f(x_j), or the one-hot of f(x_j) for a
+categorical output). A ramp is placed only between neighbours whose targets differ: for such a pair
+(x_{i-1}, x_i) with gap g_i = x_i - x_{i-1} and midpoint b_i, the slope is s_i = exactness / g_i and
 
-    step_i(x) = relu(s (x - b_i) + 1/2) - relu(s (x - b_i) - 1/2)     (0 below, 1 above, width 1/s)
+    step_i(x) = relu(s_i (x - b_i) + 1/2) - relu(s_i (x - b_i) - 1/2)   (0 below, 1 above, width 1/s_i)
 
-and the output is  T_0 + sum_i (T_i - T_{i-1}) step_i(x), where T_j is the target written for x_j
-(the number f(x_j), or the one-hot of f(x_j) for a categorical output). The constant T_0 goes
-through a hidden unit `relu(one - large * bos)`. Hidden width: 2 (m - 1) + 1.
+The output is T_0 + sum_i (T_i - T_{i-1}) step_i(x). The constant T_0 goes through a hidden unit
+`relu(one - large * bos)`. Hidden width: 1 + 2 * (number of value changes), so a function that is
+constant over long runs of inputs costs little.
 
-Exactness (requires exactness >= 1). A ramp is flat (exactly 0 or 1) at distance >= g / (2 exactness)
-from its midpoint, and every midpoint is >= g / 2 from the neighbouring values. Hence the MLP
-writes exactly T_j (up to float rounding of the telescoping sum) for every input x with
+Exactness (requires exactness >= 1). Ramp i is flat (exactly 0 or 1) at distance >= g_i / (2 exactness)
+from its midpoint, and its neighbouring values are g_i / 2 away. Hence the MLP writes exactly T_j (up
+to float rounding of the telescoping sum) for every input x with
 
-    |x - x_j| <= (g / 2) * (1 - 1 / exactness),
+    |x - x_j| <= (g / 2) * (1 - 1 / exactness),   g the gap to the nearest value with another target,
 
-in particular on every x_j itself. Inside the ramps (only reachable by inputs off the value set)
-the output interpolates linearly between neighbouring targets. A larger exactness widens the
-exact window but makes the weights steeper (|w| up to exactness * max|x| / g), which costs float32
-precision: keep exactness * max|x| / g well below ~1e6 for float32 models.
+in particular on every x_j itself. Inside a ramp (only reachable by inputs off the value set) the
+output interpolates linearly between neighbouring targets. Pre-activations reach
+exactness * max|x| / g_i, so ramps between values closer than `MIN_RESOLVABLE_GAP` (relative to
+the input scale) cannot be resolved by a float32 model; such value sets raise ValueError naming
+the two values.
 
 BOS: every hidden unit with a bias from `one` also gets weight -(|bias| + 1) from the BOS
 direction; the numerical input is 0 at BOS (BOS-zero invariant), so all units are off there and
@@ -37,6 +39,10 @@ import numpy as np
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP
 from craft.maps import LinearMap
+
+# Smallest gap, relative to max(1, max|x|), between two inputs with different targets that a
+# float32 model separates reliably (float32 resolves about 1.2e-7 relative).
+MIN_RESOLVABLE_GAP = 1e-5
 
 
 def _sorted_inputs(input_value_set: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -80,11 +86,20 @@ def _discretising_mlp(
     _check_single(bos_space, "bos_space")
     if not exactness >= 1:
         raise ValueError(f"exactness must be >= 1, got {exactness}")
-    m = len(xs)
-    n_ramps = m - 1
+    deltas = np.diff(targets, axis=0)  # T_i - T_{i-1}, (m - 1, d_out)
+    changes = np.flatnonzero(np.any(deltas != 0, axis=1))  # ramp i sits between xs[i], xs[i+1]
+    gaps = xs[changes + 1] - xs[changes]
+    scale = max(1.0, float(np.max(np.abs(xs)))) if len(xs) else 1.0
+    too_close = np.flatnonzero(gaps < MIN_RESOLVABLE_GAP * scale)
+    if too_close.size:
+        i = changes[too_close[0]]
+        raise ValueError(
+            f"inputs {xs[i]!r} and {xs[i + 1]!r} are only {xs[i + 1] - xs[i]:.3g} apart but need "
+            "different outputs; a float32 model cannot separate them (round the values upstream)"
+        )
     hidden = VectorSpaceWithBasis(
         (BasisDirection(hidden_name, "start"),)
-        + tuple(BasisDirection(hidden_name, (i, side)) for i in range(1, m) for side in (0, 1))
+        + tuple(BasisDirection(hidden_name, (int(i) + 1, side)) for i in changes for side in (0, 1))
     )
     in_space = join_vector_spaces(input_space, one_space, bos_space)
     x_row = in_space.index(input_space.basis[0])
@@ -93,20 +108,19 @@ def _discretising_mlp(
 
     first = np.zeros((in_space.num_dims, hidden.num_dims))
     first[one_row, 0] = 1.0
-    if n_ramps:
-        slope = exactness / float(np.min(np.diff(xs)))
-        mids = (xs[:-1] + xs[1:]) / 2
-        offsets = np.repeat(np.array([[0.5, -0.5]]), n_ramps, axis=0)  # (n_ramps, 2)
-        biases = (-slope * mids)[:, None] + offsets
-        first[x_row, 1:] = slope
+    if changes.size:
+        slopes = exactness / gaps
+        mids = (xs[changes] + xs[changes + 1]) / 2
+        offsets = np.array([0.5, -0.5])
+        biases = (-slopes * mids)[:, None] + offsets[None, :]
+        first[x_row, 1:] = np.repeat(slopes, 2)
         first[one_row, 1:] = biases.ravel()
     first[bos_row, :] = -(np.abs(first[one_row, :]) + 1.0)
 
-    deltas = np.diff(targets, axis=0)  # T_i - T_{i-1}, (n_ramps, d_out)
     second = np.zeros((hidden.num_dims, output_space.num_dims))
     second[0] = targets[0]
-    second[1::2] = deltas
-    second[2::2] = -deltas
+    second[1::2] = deltas[changes]
+    second[2::2] = -deltas[changes]
     return MLP(LinearMap(in_space, hidden, first), LinearMap(hidden, output_space, second))
 
 

@@ -1,0 +1,93 @@
+"""The object `compile_rasp` returns: weights, config, a jitted forward pass and labels."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import networkx as nx
+import numpy as np
+
+from compiler.encoders import InputEncoder, OutputEncoder
+from compiler.model import AttentionSpec, ModelConfig, ModelOutput
+from craft.bases import VectorSpaceWithBasis
+from craft.blocks import SeriesWithResiduals
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelledResidual:
+    """The residual stream at one point of the forward pass, `[T, D]`, with its labels."""
+
+    name: str  # "embed", "layer 0 attn", "layer 0 mlp", ...
+    values: np.ndarray
+    labels: tuple[str, ...]
+
+    def column(self, label: str) -> np.ndarray:
+        """Values of one residual direction across positions."""
+        return self.values[:, self.labels.index(label)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyResult:
+    """One sequence through the model: decoded outputs, residual streams, attention patterns."""
+
+    decoded: list[Any]
+    output: np.ndarray
+    residuals: tuple[LabelledResidual, ...]
+    attention: tuple[np.ndarray, ...]  # per attention sub-layer, [heads, T, T]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledModel:
+    """A compiled RASP program. `forward(params, ids, projection=None)` is pure and jitted."""
+
+    params: dict
+    config: ModelConfig
+    forward: Callable[..., ModelOutput]
+    graph: nx.DiGraph
+    craft_model: SeriesWithResiduals
+    sublayers: tuple  # merged Craft block per sub-layer (None where empty)
+    residual_space: VectorSpaceWithBasis
+    input_encoder: InputEncoder
+    output_encoder: OutputEncoder
+    program: Any = None
+
+    @property
+    def residual_labels(self) -> tuple[str, ...]:
+        return self.config.residual_labels
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """Names of the residual snapshots: the embedding, then every sub-layer."""
+        names = ["embed"]
+        for index, layer in enumerate(self.config.layers):
+            kind = "attn" if isinstance(layer, AttentionSpec) else "mlp"
+            names.append(f"layer {index // 2} {kind}")
+        return tuple(names)
+
+    def run(self, ids: np.ndarray) -> ModelOutput:
+        """Forward pass on a `[batch, T]` id array."""
+        return self.forward(self.params, jnp.asarray(ids, dtype=jnp.int32))
+
+    def apply(self, tokens: Sequence[Hashable]) -> ApplyResult:
+        """Run one sequence (starting with BOS) and decode it; position 0 decodes as BOS."""
+        ids = np.asarray([self.input_encoder.encode(tokens)], dtype=np.int32)
+        result = self.run(ids)
+        output = np.asarray(result.output[0])
+        residuals = tuple(
+            LabelledResidual(name, np.asarray(r[0]), self.residual_labels)
+            for name, r in zip(self.stage_names, result.residuals)
+        )
+        attention = tuple(np.asarray(a[0]) for a in result.attention)
+        return ApplyResult(self.output_encoder.decode(output), output, residuals, attention)
+
+    def apply_batch(self, batch: Sequence[Sequence[Hashable]]) -> list[list[Any]]:
+        """Decoded outputs of several sequences (each starting with BOS), padded internally."""
+        ids = self.input_encoder.encode_batch(batch)
+        output = np.asarray(self.run(ids).output)
+        return [
+            self.output_encoder.decode(output[row])[: len(tokens)]
+            for row, tokens in enumerate(batch)
+        ]

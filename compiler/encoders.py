@@ -1,0 +1,111 @@
+"""Token <-> id encoding of model inputs and decoding of model outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import InvalidInputError
+
+# A categorical output position whose largest one-hot entry is below this decodes as None: the
+# compiled model writes exactly 0 or 1 there, so this only separates "empty" from "set".
+EMPTY_THRESHOLD = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class InputEncoder:
+    """Vocabulary tokens get ids 0..n-1 in sorted order, then BOS, then PAD."""
+
+    vocab: tuple[Hashable, ...]
+    bos: Hashable
+    pad: Hashable
+    max_seq_len: int
+
+    @property
+    def token_to_id(self) -> dict[Hashable, int]:
+        mapping = {token: i for i, token in enumerate(self.vocab)}
+        mapping[self.bos] = len(self.vocab)
+        mapping[self.pad] = len(self.vocab) + 1
+        return mapping
+
+    @property
+    def bos_id(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def pad_id(self) -> int:
+        return len(self.vocab) + 1
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab) + 2
+
+    def encode(self, tokens: Sequence[Hashable]) -> list[int]:
+        """Ids of one sequence that starts with BOS; raises `InvalidInputError` on bad input."""
+        tokens = list(tokens)
+        if not tokens or tokens[0] != self.bos:
+            shown = tokens[0] if tokens else "nothing"
+            raise InvalidInputError(
+                f"the input must start with the BOS token {self.bos!r}, but starts with {shown!r}"
+            )
+        if len(tokens) - 1 > self.max_seq_len:
+            raise InvalidInputError(
+                f"the input has {len(tokens) - 1} tokens after BOS, more than max_seq_len="
+                f"{self.max_seq_len} the model was compiled for"
+            )
+        mapping = self.token_to_id
+        ids = []
+        padding = False
+        for position, token in enumerate(tokens):
+            try:
+                ids.append(mapping[token])
+            except (KeyError, TypeError):
+                raise InvalidInputError(
+                    f"token {token!r} at position {position} is not in the vocabulary "
+                    f"{list(self.vocab)!r}"
+                ) from None
+            if position > 0 and token == self.bos:
+                raise InvalidInputError(f"BOS token {self.bos!r} appears again at position {position}")
+            if token == self.pad:
+                padding = True
+            elif padding:
+                raise InvalidInputError(
+                    f"token {token!r} at position {position} follows padding; PAD may only end a sequence"
+                )
+        return ids
+
+    def encode_batch(self, batch: Sequence[Sequence[Hashable]]) -> np.ndarray:
+        """Encode sequences of different lengths into one `[batch, T]` array padded with PAD."""
+        encoded = [self.encode(tokens) for tokens in batch]
+        width = max(len(ids) for ids in encoded)
+        out = np.full((len(encoded), width), self.pad_id, dtype=np.int32)
+        for row, ids in enumerate(encoded):
+            out[row, : len(ids)] = ids
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputEncoder:
+    """Decodes output logits to values (categorical) or passes numbers through (numerical)."""
+
+    values: tuple[Any, ...] | None  # None for a numerical output
+    bos: Hashable
+
+    @property
+    def numerical(self) -> bool:
+        return self.values is None
+
+    def decode(self, output: np.ndarray) -> list[Any]:
+        """Decode one sequence's output (`[T, n]` logits or `[T]` values); position 0 is BOS."""
+        output = np.asarray(output)
+        if self.numerical:
+            decoded: list[Any] = [float(v) for v in output]
+        else:
+            best = output.argmax(axis=-1)
+            empty = output.max(axis=-1) < EMPTY_THRESHOLD
+            decoded = [None if e else self.values[b] for b, e in zip(best, empty)]
+        decoded[0] = self.bos
+        return decoded

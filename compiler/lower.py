@@ -1,0 +1,242 @@
+"""Lower every s-op node to Craft blocks from the chamber.
+
+Before lowering, chains of elementwise operations are fused: a `Map` whose input is another
+`Map` (or a categorical `SequenceMap`) read by nothing else becomes one MLP, saving a layer and
+the intermediate's residual directions. Fused nodes keep their own label; the absorbed node
+leaves the graph. After lowering, each computing node has `BLOCKS`: a tuple of
+`(parity, block)` with parity 0 for attention and 1 for MLP, in execution order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from compiler import graph as g
+from compiler import selectors
+from compiler.allocate import EMBEDDED_KINDS, node_inputs
+from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
+from craft.blocks import MLP, AttentionHead
+from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
+from craft.maps import BilinearMap
+from rasp import rasp
+
+ONE = BasisDirection("one")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweringOptions:
+    """Knobs of the lowering shared by every block."""
+
+    max_seq_len: int
+    causal: bool
+    bos: BasisDirection
+    mlp_exactness: float = 100.0
+    coldness: float = 100.0
+
+    @property
+    def one_space(self) -> VectorSpaceWithBasis:
+        return VectorSpaceWithBasis((ONE,))
+
+    @property
+    def bos_space(self) -> VectorSpaceWithBasis:
+        return VectorSpaceWithBasis((self.bos,))
+
+
+def output_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
+    """The residual subspace an s-op owns: one-hot over its values, or one direction."""
+    node = graph.nodes[label]
+    if g.OUTPUT_SPACE not in node:
+        if rasp.is_numerical(node[g.EXPR]):
+            node[g.OUTPUT_SPACE] = VectorSpaceWithBasis((BasisDirection(label),))
+        else:
+            node[g.OUTPUT_SPACE] = VectorSpaceWithBasis.from_values(label, node[g.VALUE_SET])
+    return node[g.OUTPUT_SPACE]
+
+
+def _compose(outer: Callable, inner: Callable) -> Callable:
+    """`outer ∘ inner` with RASP's None propagation (outer is never called on None)."""
+
+    def fused(*args: Any) -> Any:
+        middle = inner(*args)
+        return None if middle is None else outer(middle)
+
+    return fused
+
+
+def _is_numerical(graph: nx.DiGraph, label: str) -> bool:
+    return rasp.is_numerical(graph.nodes[label][g.EXPR])
+
+
+def _operation(graph: nx.DiGraph, label: str) -> tuple[Callable, tuple[str, ...]]:
+    node = graph.nodes[label]
+    if "fn" in node:
+        return node["fn"], tuple(node["inputs"])
+    return node[g.EXPR].f, node_inputs(graph, label)
+
+
+def fuse_elementwise(graph: nx.DiGraph) -> None:
+    """Fuse `Map(f, X)` into `X` when X is a Map or categorical SequenceMap read only here."""
+    sink = graph.graph["sink"]
+    changed = True
+    while changed:
+        changed = False
+        for label in g.sop_nodes(graph):
+            if graph.nodes[label][g.KIND] != "map":
+                continue
+            (inner,) = _operation(graph, label)[1]
+            inner_node = graph.nodes[inner]
+            fusable = inner_node[g.KIND] == "map" or (
+                inner_node[g.KIND] == "sequence_map"
+                and not any(_is_numerical(graph, i) for i in _operation(graph, inner)[1])
+            )
+            if not fusable or inner == sink or list(graph.successors(inner)) != [label]:
+                continue
+            outer_f, _ = _operation(graph, label)
+            inner_f, inputs = _operation(graph, inner)
+            node = graph.nodes[label]
+            node["fn"] = _compose(outer_f, inner_f)
+            node["inputs"] = inputs
+            node[g.KIND] = inner_node[g.KIND]
+            node["fused"] = tuple(inner_node.get("fused", ())) + (inner,)
+            graph.remove_node(inner)
+            for source in inputs:
+                graph.add_edge(source, label)
+            changed = True
+            break
+
+
+def _hidden(label: str) -> str:
+    return f"{label}_hidden"
+
+
+def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
+    fn, (inner,) = _operation(graph, label)
+    in_space, out_space = output_space(graph, inner), output_space(graph, label)
+    numerical_in, numerical_out = _is_numerical(graph, inner), _is_numerical(graph, label)
+    if not numerical_in:
+        if numerical_out:
+            return categorical_mlp.map_categorical_to_numerical_mlp(
+                in_space, out_space, fn, hidden_name=_hidden(label)
+            )
+        return categorical_mlp.map_categorical_mlp(in_space, out_space, fn, hidden_name=_hidden(label))
+    build = numerical_mlp.map_numerical_mlp if numerical_out else numerical_mlp.map_numerical_to_categorical_mlp
+    return build(
+        fn,
+        in_space,
+        out_space,
+        graph.nodes[inner][g.VALUE_SET],
+        options.one_space,
+        options.bos_space,
+        exactness=options.mlp_exactness,
+        hidden_name=_hidden(label),
+    )
+
+
+def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
+    node = graph.nodes[label]
+    fn, (fst, snd) = _operation(graph, label)
+    out_space = output_space(graph, label)
+    if fst == snd:  # f(x, x) reads one s-op: a Map
+        diagonal = lambda x: fn(x, x)  # noqa: E731
+        node["fn"], node["inputs"] = diagonal, (fst,)
+        return _lower_map(graph, label, options)
+    if node[g.KIND] == "linear_sequence_map" and _is_numerical(graph, fst):
+        expr = node[g.EXPR]
+        return numerical_mlp.linear_sequence_map_numerical_mlp(
+            output_space(graph, fst),
+            output_space(graph, snd),
+            out_space,
+            expr.fst_fac,
+            expr.snd_fac,
+            hidden_name=_hidden(label),
+        )
+    return categorical_mlp.sequence_map_categorical_mlp(
+        output_space(graph, fst),
+        output_space(graph, snd),
+        out_space,
+        fn,
+        options.one_space,
+        hidden_name=_hidden(label),
+    )
+
+
+def direct_attention(graph: nx.DiGraph, selector: rasp.Selector) -> tuple[BilinearMap, int]:
+    """The summed 0/1 predicate matrix of a selector's conjunction, and its number of leaves."""
+    leaves = selectors.conjunction(selector)
+    parts = [
+        categorical_attn.selector_qk(
+            output_space(graph, leaf.queries), output_space(graph, leaf.keys), leaf.predicate
+        )
+        for leaf in leaves
+    ]
+    query_space = join_vector_spaces(*(p.left_space for p in parts))
+    key_space = join_vector_spaces(*(p.right_space for p in parts))
+    matrix = np.zeros((query_space.num_dims, key_space.num_dims))
+    for part in parts:
+        matrix += part.on_spaces(query_space, key_space).matrix
+    return BilinearMap(query_space, key_space, matrix), len(leaves)
+
+
+def _lower_aggregate(graph: nx.DiGraph, label: str, options: LoweringOptions) -> AttentionHead:
+    expr = graph.nodes[label][g.EXPR]
+    direct, n_terms = direct_attention(graph, expr.selector)
+    sop_space, out_space = output_space(graph, expr.sop.label), output_space(graph, label)
+    if _is_numerical(graph, label):
+        value_map = categorical_attn.numerical_value_map(sop_space, out_space)
+    else:
+        value_map = categorical_attn.categorical_value_map(sop_space, out_space)
+    return categorical_attn.attention_head(
+        direct,
+        n_terms,
+        value_map,
+        options.bos_space,
+        options.one_space,
+        causal=options.causal,
+        always_attend_to_bos=False,
+        coldness=options.coldness,
+    )
+
+
+def _lower_selector_width(
+    graph: nx.DiGraph, label: str, options: LoweringOptions
+) -> tuple[AttentionHead, MLP]:
+    expr = graph.nodes[label][g.EXPR]
+    direct, n_terms = direct_attention(graph, expr.selector)
+    return selector_width.selector_width(
+        direct,
+        n_terms,
+        output_space(graph, label),
+        options.max_seq_len,
+        options.bos_space,
+        options.one_space,
+        categorical_output=not _is_numerical(graph, label),
+        causal=options.causal,
+        coldness=options.coldness,
+        hidden_name=_hidden(label),
+    )
+
+
+def lower(graph: nx.DiGraph, options: LoweringOptions) -> None:
+    """Give every s-op node its `OUTPUT_SPACE` and every computing node its `BLOCKS`."""
+    for label in g.sop_nodes(graph):
+        output_space(graph, label)
+        kind = graph.nodes[label][g.KIND]
+        if kind in EMBEDDED_KINDS:
+            blocks: tuple = ()
+        elif kind == "map":
+            blocks = ((1, _lower_map(graph, label, options)),)
+        elif kind in ("sequence_map", "linear_sequence_map"):
+            blocks = ((1, _lower_sequence_map(graph, label, options)),)
+        elif kind == "aggregate":
+            blocks = ((0, _lower_aggregate(graph, label, options)),)
+        elif kind == "selector_width":
+            head, mlp = _lower_selector_width(graph, label, options)
+            blocks = ((0, head), (1, mlp))
+        else:  # pragma: no cover - graph.expression_kind admits nothing else for s-ops
+            raise AssertionError(kind)
+        graph.nodes[label][g.BLOCKS] = blocks

@@ -1,0 +1,296 @@
+"""The compiled transformer as a Haiku model.
+
+A decoder-only transformer without layer norm: token and position embeddings, alternating
+attention and MLP sub-layers that add into the residual stream, and an unembedding of the output
+s-op. Sizes are per layer (each attention layer has its own heads, each MLP its own width and
+activation): nothing is padded to the widest layer.
+
+Compiled weights are sparse: a head reads a few residual directions, a lookup-table MLP is close
+to a permutation. Every weight is therefore a `SparseLinear`: it gathers the input coordinates it
+reads, multiplies by a matrix that is stored dense when at least half its entries are non-zero
+and as its non-zero values otherwise, and scatters into the output coordinates it writes. The
+parameter count then tracks the non-zero count; exporters densify (`SparseLinear.dense`).
+
+Matrix products run at float32 precision (`Precision.HIGHEST`): reduced-precision defaults on
+accelerators (TF32, bf16 passes) would break the exactness of compiled programs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+PRECISION = jax.lax.Precision.HIGHEST
+
+# Logit given to masked keys (padding, future positions). Finite, so a fully masked row cannot
+# produce NaN; far below any compiled logit.
+MASKED_LOGIT = -1e30
+
+# A matrix is stored dense when at least this fraction of its entries is non-zero.
+DENSE_FRACTION = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseLinear:
+    """`y[out_idx] += x[in_idx] @ M` with `M` of shape `(len(in_idx), len(out_idx))`.
+
+    `in_idx` / `out_idx` of `None` mean "all coordinates" (the input or output is exactly the
+    matrix's size). `rows`/`cols` give the non-zero pattern when `M` is stored sparsely; then the
+    parameter is the vector of those entries, else it is `M` itself.
+    """
+
+    shape: tuple[int, int]
+    in_idx: tuple[int, ...] | None = None
+    out_idx: tuple[int, ...] | None = None
+    rows: tuple[int, ...] | None = None
+    cols: tuple[int, ...] | None = None
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.rows is not None
+
+    @staticmethod
+    def from_matrix(
+        matrix: np.ndarray,
+        in_idx: tuple[int, ...] | None = None,
+        out_idx: tuple[int, ...] | None = None,
+    ) -> tuple[SparseLinear, np.ndarray]:
+        """Choose the storage for `matrix`; returns the spec and the parameter array."""
+        matrix = np.asarray(matrix, dtype=np.float32)
+        nonzero = np.nonzero(matrix)
+        count = len(nonzero[0])
+        if count >= DENSE_FRACTION * matrix.size:
+            return SparseLinear(matrix.shape, in_idx, out_idx), matrix
+        rows, cols = (tuple(int(i) for i in axis) for axis in nonzero)
+        spec = SparseLinear(matrix.shape, in_idx, out_idx, rows, cols)
+        return spec, matrix[nonzero]
+
+    def dense(self, param: np.ndarray) -> np.ndarray:
+        """The matrix `M` as a dense numpy array."""
+        param = np.asarray(param)
+        if not self.is_sparse:
+            return param
+        matrix = np.zeros(self.shape, dtype=param.dtype)
+        matrix[list(self.rows), list(self.cols)] = param
+        return matrix
+
+    def full_matrix(self, param: np.ndarray, in_width: int, out_width: int) -> np.ndarray:
+        """`M` embedded into an `(in_width, out_width)` matrix over all coordinates."""
+        matrix = np.zeros((in_width, out_width), dtype=np.float32)
+        rows = np.arange(self.shape[0]) if self.in_idx is None else np.array(self.in_idx)
+        cols = np.arange(self.shape[1]) if self.out_idx is None else np.array(self.out_idx)
+        matrix[np.ix_(rows, cols)] = self.dense(param)
+        return matrix
+
+    def __call__(self, param: jax.Array, x: jax.Array, out_width: int | None = None) -> jax.Array:
+        if self.in_idx is not None:
+            x = jnp.take(x, jnp.asarray(self.in_idx, dtype=jnp.int32), axis=-1)
+        if self.is_sparse:
+            rows = jnp.asarray(self.rows, dtype=jnp.int32)
+            cols = jnp.asarray(self.cols, dtype=jnp.int32)
+            contributions = jnp.take(x, rows, axis=-1) * param
+            y = jnp.zeros(x.shape[:-1] + (self.shape[1],), x.dtype).at[..., cols].add(contributions)
+        else:
+            y = jnp.einsum("...i,io->...o", x, param, precision=PRECISION)
+        if self.out_idx is None:
+            return y
+        assert out_width is not None, "a scattered output needs its width"
+        out_idx = jnp.asarray(self.out_idx, dtype=jnp.int32)
+        return jnp.zeros(y.shape[:-1] + (out_width,), y.dtype).at[..., out_idx].add(y)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadSpec:
+    """One attention head: query/key maps into a shared width, value/output maps."""
+
+    w_q: SparseLinear
+    w_k: SparseLinear
+    w_v: SparseLinear
+    w_o: SparseLinear
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionSpec:
+    heads: tuple[HeadSpec, ...]
+    kind: str = "attention"
+
+
+@dataclasses.dataclass(frozen=True)
+class MLPSpec:
+    w_in: SparseLinear
+    w_out: SparseLinear
+    activation: str = "relu"
+    kind: str = "mlp"
+
+
+LayerSpec = AttentionSpec | MLPSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Everything but the weights' values: shapes, sparsity patterns, labels, flags."""
+
+    residual_labels: tuple[str, ...]
+    layers: tuple[LayerSpec, ...]
+    token_embed: SparseLinear
+    pos_embed: SparseLinear
+    unembed: SparseLinear
+    vocab_size: int  # number of token ids, BOS and PAD included
+    max_seq_len: int  # without BOS
+    pad_id: int
+    causal: bool
+    numerical_output: bool
+
+    @property
+    def residual_width(self) -> int:
+        return len(self.residual_labels)
+
+    @property
+    def num_layers(self) -> int:
+        """Transformer layers (one attention and one MLP sub-layer each)."""
+        return (len(self.layers) + 1) // 2
+
+
+class ModelOutput(NamedTuple):
+    """Result of a forward pass.
+
+    `output`: `[batch, T, n_out]` logits, or `[batch, T]` values for a numerical output.
+    `residuals`: the residual stream after the embedding and after every sub-layer.
+    `attention`: per attention sub-layer, the `[batch, heads, T, T]` patterns.
+    """
+
+    output: jax.Array
+    residuals: tuple[jax.Array, ...]
+    attention: tuple[jax.Array, ...]
+
+
+def _activate(name: str, hidden: jax.Array) -> jax.Array:
+    if name == "relu":
+        return jax.nn.relu(hidden)
+    if name == "square":
+        return hidden * hidden
+    if name == "identity":
+        return hidden
+    if name == "bilinear":
+        half = hidden.shape[-1] // 2
+        return hidden[..., :half] * hidden[..., half:]
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def _param(name: str, value: np.ndarray) -> jax.Array:
+    return hk.get_parameter(name, value.shape, jnp.float32, init=hk.initializers.Constant(value))
+
+
+class _ParamGroup(hk.Module):
+    """The parameters of one part of the model (`embed`, `layer_3`, `unembed`)."""
+
+    def __init__(self, values: dict[str, np.ndarray], name: str):
+        super().__init__(name=name)
+        self.values = values
+
+    def __call__(self, key: str) -> jax.Array:
+        return _param(key, self.values[key])
+
+
+class CompiledTransformer(hk.Module):
+    """The Haiku module; `weights` (numpy, keyed like the params) seed the parameters."""
+
+    def __init__(self, config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]):
+        super().__init__(name=MODULE_NAME)
+        self.config = config
+        self.weights = weights
+
+    def _get(self, module: str, name: str) -> jax.Array:
+        return self._groups[module](name)
+
+    def __call__(self, ids: jax.Array, projection: jax.Array | None = None) -> ModelOutput:
+        config = self.config
+        width = config.residual_width
+        # Created here (not lazily inside a helper method) so Haiku names them plainly.
+        self._groups = {module: _ParamGroup(values, name=module) for module, values in self.weights.items()}
+        if projection is None:
+            read: Callable[[jax.Array], jax.Array] = lambda r: r
+            write: Callable[[jax.Array], jax.Array] = lambda y: y
+        else:
+            read = lambda r: jnp.einsum("...d,Dd->...D", r, projection, precision=PRECISION)
+            write = lambda y: jnp.einsum("...D,Dd->...d", y, projection, precision=PRECISION)
+
+        length = ids.shape[-1]
+        token_onehot = jax.nn.one_hot(ids, config.vocab_size, dtype=jnp.float32)
+        position_onehot = jax.nn.one_hot(jnp.arange(length), config.max_seq_len + 1)
+        embedded = config.token_embed(self._get("embed", "token"), token_onehot, width)
+        embedded = embedded + config.pos_embed(self._get("embed", "position"), position_onehot, width)
+        stream = write(embedded)
+        residuals = [read(stream)]
+        attention = []
+
+        key_ok = ids != config.pad_id  # [batch, T]
+        mask = key_ok[..., None, :]
+        if config.causal:
+            mask = mask & jnp.tril(jnp.ones((length, length), dtype=bool))
+        for index, layer in enumerate(config.layers):
+            x = read(stream)
+            module = f"layer_{index}"
+            if isinstance(layer, AttentionSpec):
+                delta, pattern = self._attention(module, layer, x, mask, width)
+                attention.append(pattern)
+            else:
+                hidden = layer.w_in(self._get(module, "w_in"), x)
+                delta = layer.w_out(self._get(module, "w_out"), _activate(layer.activation, hidden), width)
+            stream = stream + write(delta)
+            residuals.append(read(stream))
+
+        logits = config.unembed(self._get("unembed", "w_u"), read(stream))
+        output = logits[..., 0] if config.numerical_output else logits
+        return ModelOutput(output, tuple(residuals), tuple(attention))
+
+    def _attention(
+        self, module: str, layer: AttentionSpec, x: jax.Array, mask: jax.Array, width: int
+    ) -> tuple[jax.Array, jax.Array]:
+        delta = jnp.zeros_like(x)
+        patterns = []
+        for h, head in enumerate(layer.heads):
+            q = head.w_q(self._get(module, f"head_{h}_q"), x)
+            k = head.w_k(self._get(module, f"head_{h}_k"), x)
+            v = head.w_v(self._get(module, f"head_{h}_v"), x)
+            logits = jnp.einsum("...tr,...sr->...ts", q, k, precision=PRECISION)
+            logits = jnp.where(mask, logits, MASKED_LOGIT)
+            pattern = jax.nn.softmax(logits, axis=-1)
+            mixed = jnp.einsum("...ts,...sr->...tr", pattern, v, precision=PRECISION)
+            delta = delta + head.w_o(self._get(module, f"head_{h}_o"), mixed, width)
+            patterns.append(pattern)
+        if not patterns:
+            batch_shape = x.shape[:-2]
+            length = x.shape[-2]
+            return delta, jnp.zeros(batch_shape + (0, length, length))
+        return delta, jnp.stack(patterns, axis=-3)
+
+
+MODULE_NAME = "compiled_transformer"
+
+
+def build(config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]):
+    """Return `(params, forward)`: Haiku params and a jitted `forward(params, ids, projection)`.
+
+    The params are laid out exactly as `hk.transform(...).init` would create them (module
+    `compiled_transformer/<part>`, one entry per weight) but built directly from the compiled
+    weights, which avoids tracing the model eagerly at compile time.
+    """
+
+    def run(ids: jax.Array, projection: jax.Array | None = None) -> ModelOutput:
+        return CompiledTransformer(config, weights)(ids, projection)
+
+    transformed = hk.without_apply_rng(hk.transform(run))
+    params = {
+        f"{MODULE_NAME}/{module}": {name: jnp.asarray(value, dtype=jnp.float32) for name, value in values.items()}
+        for module, values in weights.items()
+        if values
+    }
+    forward = jax.jit(transformed.apply)
+    return params, forward, transformed

@@ -1,0 +1,174 @@
+"""Selectors as conjunctions of leaf predicates, and what can be proven about them.
+
+An attention head implements a selector exactly when every selected key gets the same logit and
+every unselected key a lower one. Summing 0/1 predicate matrices gives that for a conjunction
+(`and`) of leaves: a key is selected iff it scores the number of leaves. So every selector is
+normalised here into such a conjunction: `not` is pushed into the leaf predicates, `or` (and
+`not and`) is allowed when its operands read the same keys and queries (one combined predicate),
+and leaves over the same keys and queries are merged. Anything else has no sound single-head
+construction and is refused with the product-s-op rewrite as advice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from compiler import graph as g
+from compiler.errors import UnsupportedProgramError
+from rasp import rasp
+
+Predicate = Callable[[Any, Any], bool]  # predicate(key, query)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One predicate over the values of a keys s-op and a queries s-op."""
+
+    keys: str
+    queries: str
+    predicate: Predicate
+    negated: bool  # True when a `not` was pushed into this leaf
+
+
+def _negate(predicate: Predicate) -> Predicate:
+    return lambda key, query: not predicate(key, query)
+
+
+def _all_of(predicates: list[Predicate]) -> Predicate:
+    return lambda key, query: all(p(key, query) for p in predicates)
+
+
+def _any_of(predicates: list[Predicate]) -> Predicate:
+    return lambda key, query: any(p(key, query) for p in predicates)
+
+
+def _constant_predicate(matrix: list) -> Predicate:
+    def predicate(key: int, query: int) -> bool:
+        if query < len(matrix) and key < len(matrix[query]):
+            return bool(matrix[query][key])
+        return False
+
+    return predicate
+
+
+def _rewrite_advice(label: str) -> str:
+    return (
+        f"{label}: this selector combination has no exact single-head construction (an `or`, or "
+        "a `not` of an `and`, over selectors reading different s-ops); rewrite it over product "
+        "s-ops: build keys2 = SequenceMap(lambda a, b: (a, b), key_a, key_b) and likewise for the "
+        "queries, then use one Select(keys2, queries2, predicate) with the combined predicate"
+    )
+
+
+def conjunction(selector: rasp.Selector) -> tuple[Leaf, ...]:
+    """Normalise `selector` into leaves whose conjunction it equals; raise when impossible."""
+    leaves = _normalise(selector, negate=False)
+    return _merge(leaves)
+
+
+def _normalise(selector: rasp.Selector, negate: bool) -> list[Leaf]:
+    if isinstance(selector, rasp.Select):
+        predicate: Predicate = selector.predicate
+        if negate:
+            predicate = _negate(predicate)
+        return [Leaf(selector.keys.label, selector.queries.label, predicate, negate)]
+    if isinstance(selector, rasp.ConstantSelector):
+        predicate = _constant_predicate(selector.value)
+        if negate:
+            predicate = _negate(predicate)
+        return [Leaf("indices", "indices", predicate, negate)]
+    if isinstance(selector, rasp.SelectorNot):
+        return _normalise(selector.inner, not negate)
+    is_and = isinstance(selector, rasp.SelectorAnd)
+    is_or = isinstance(selector, rasp.SelectorOr)
+    if not (is_and or is_or):
+        raise UnsupportedProgramError(
+            [f"{selector.label}: selector type {type(selector).__name__} is not supported"]
+        )
+    if is_and != negate:  # and, or not-or (= and of nots)
+        return _normalise(selector.fst, negate) + _normalise(selector.snd, negate)
+    # or, or not-and (= or of nots): only sound as one leaf over shared keys and queries.
+    left = _merge(_normalise(selector.fst, negate))
+    right = _merge(_normalise(selector.snd, negate))
+    pairs = {(leaf.keys, leaf.queries) for leaf in left + right}
+    if len(pairs) != 1:
+        raise UnsupportedProgramError([_rewrite_advice(selector.label)])
+    keys, queries = pairs.pop()
+    combined = _any_of([left[0].predicate, right[0].predicate])
+    negated = left[0].negated or right[0].negated
+    return [Leaf(keys, queries, combined, negated)]
+
+
+def _merge(leaves: list[Leaf]) -> tuple[Leaf, ...]:
+    """Merge leaves reading the same keys and queries into one (their conjunction)."""
+    groups: dict[tuple[str, str], list[Leaf]] = {}
+    for leaf in leaves:
+        groups.setdefault((leaf.keys, leaf.queries), []).append(leaf)
+    merged = []
+    for (keys, queries), group in sorted(groups.items()):
+        if len(group) == 1:
+            merged.append(group[0])
+        else:
+            merged.append(
+                Leaf(keys, queries, _all_of([leaf.predicate for leaf in group]),
+                     any(leaf.negated for leaf in group))
+            )
+    return tuple(merged)
+
+
+def _safe_call(label: str, predicate: Predicate, key: Any, query: Any) -> bool:
+    try:
+        return bool(predicate(key, query))
+    except Exception as error:  # noqa: BLE001 - reported with context
+        raise UnsupportedProgramError(
+            [f"{label}: its predicate raised {type(error).__name__}: {error} on "
+             f"(key={key!r}, query={query!r}); make it handle every value the s-ops can take"]
+        ) from error
+
+
+def always_selects(graph: nx.DiGraph, label: str, leaves: tuple[Leaf, ...]) -> bool:
+    """True when every query provably selects at least one key (so `default` never shows).
+
+    Sufficient condition: every leaf selects the query's own position — its keys and queries are
+    the same non-None s-op and the predicate holds on the diagonal — or selects everything.
+    """
+    for leaf in leaves:
+        keys_node = graph.nodes[leaf.keys]
+        queries_node = graph.nodes[leaf.queries]
+        if keys_node[g.NULLABLE] or queries_node[g.NULLABLE]:
+            return False
+        if leaf.keys == leaf.queries:
+            values = keys_node[g.VALUE_SET]
+            if all(_safe_call(label, leaf.predicate, v, v) for v in values):
+                continue
+        if all(
+            _safe_call(label, leaf.predicate, k, q)
+            for k in keys_node[g.VALUE_SET]
+            for q in queries_node[g.VALUE_SET]
+        ):
+            continue
+        return False
+    return True
+
+
+def reads_later_positions(graph: nx.DiGraph, label: str, leaves: tuple[Leaf, ...]) -> bool:
+    """False when no query can select a key at a later position (causal masking is a no-op).
+
+    Provable only for a leaf comparing `indices` with `indices`: checked on every pair of
+    positions key > query. A conjunction is safe when any of its leaves is.
+    """
+    for leaf in leaves:
+        if leaf.keys == "indices" and leaf.queries == "indices":
+            positions = sorted(graph.nodes["indices"][g.VALUE_SET])
+            if not any(
+                _safe_call(label, leaf.predicate, k, q)
+                for q in positions
+                for k in positions
+                if k > q
+            ):
+                return False
+    return True

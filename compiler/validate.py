@@ -1,0 +1,176 @@
+"""Find every reason a program cannot be compiled exactly, before compiling it.
+
+`validate(program, vocab, max_seq_len, causal)` returns a list of messages (empty when the
+program compiles exactly); `compile_rasp` raises one `UnsupportedProgramError` listing them all.
+Each message starts with the offending s-op's label and says what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import networkx as nx
+
+from compiler import graph as g
+from compiler import selectors
+from compiler.errors import CompilerError, UnsupportedProgramError
+from compiler.values import infer_values
+from rasp import rasp
+
+
+def validate(
+    program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False
+) -> list[str]:
+    """Every problem that stops `program` from compiling exactly (empty list: it compiles)."""
+    try:
+        graph = g.trace(program)
+        infer_values(graph, vocab, max_seq_len)
+    except UnsupportedProgramError as error:
+        return list(error.problems)
+    except CompilerError as error:
+        return [str(error)]
+    return check_graph(graph, causal)
+
+
+def check_graph(graph: nx.DiGraph, causal: bool) -> list[str]:
+    """Problems of an already traced graph with inferred values."""
+    problems: list[str] = []
+    for label in g.sop_nodes(graph):
+        node = graph.nodes[label]
+        kind = node[g.KIND]
+        if kind == "map":
+            problems += _check_map(graph, node[g.EXPR])
+        elif kind in ("sequence_map", "linear_sequence_map"):
+            problems += _check_sequence_map(graph, node[g.EXPR], kind)
+        elif kind == "aggregate":
+            problems += _check_selector(graph, node[g.EXPR], causal)
+            problems += _check_aggregate(graph, node[g.EXPR])
+        elif kind == "selector_width":
+            problems += _check_selector(graph, node[g.EXPR], causal)
+    return problems
+
+
+def _encoding(graph: nx.DiGraph, label: str) -> str:
+    return "numerical" if rasp.is_numerical(graph.nodes[label][g.EXPR]) else "categorical"
+
+
+def _nullable(graph: nx.DiGraph, label: str) -> bool:
+    return bool(graph.nodes[label][g.NULLABLE])
+
+
+def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
+    problems = []
+    if rasp.is_numerical(expr) and _nullable(graph, expr.inner.label):
+        problems.append(
+            f"{expr.label}: numerical Map of {expr.inner.label}, which can be None (an Aggregate "
+            "that selects nothing); a numerical direction cannot hold None. Give the Aggregate a "
+            "selector that always selects, or keep this Map categorical"
+        )
+    if rasp.is_numerical(expr) and _nullable(graph, expr.label):
+        problems.append(
+            f"{expr.label}: numerical Map whose function returns None; return a number instead"
+        )
+    return problems
+
+
+def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) -> list[str]:
+    encodings = (_encoding(graph, expr.fst.label), _encoding(graph, expr.snd.label))
+    problems = []
+    linear_numerical = kind == "linear_sequence_map" and encodings == ("numerical", "numerical")
+    if not linear_numerical and "numerical" in encodings:
+        which = [s.label for s, e in zip((expr.fst, expr.snd), encodings) if e == "numerical"]
+        problems.append(
+            f"{expr.label}: SequenceMap reads the numerical s-op(s) {', '.join(which)}; a "
+            "two-input MLP needs categorical inputs (wrap them as categorical(Map(lambda x: x, "
+            "...))), or use LinearSequenceMap with two numerical inputs"
+        )
+    if rasp.is_numerical(expr) and (
+        _nullable(graph, expr.fst.label) or _nullable(graph, expr.snd.label)
+    ):
+        problems.append(
+            f"{expr.label}: numerical SequenceMap of an input that can be None; a numerical "
+            "direction cannot hold None. Keep it categorical or make the inputs never None"
+        )
+    if rasp.is_numerical(expr) and _nullable(graph, expr.label):
+        problems.append(
+            f"{expr.label}: numerical SequenceMap whose function returns None; return a number"
+        )
+    return problems
+
+
+def _check_selector(graph: nx.DiGraph, expr: rasp.SOp, causal: bool) -> list[str]:
+    selector = expr.selector
+    try:
+        leaves = selectors.conjunction(selector)
+    except UnsupportedProgramError as error:
+        return [f"{expr.label}: {problem}" for problem in error.problems]
+    problems = []
+    for leaf in leaves:
+        for role, label in (("keys", leaf.keys), ("queries", leaf.queries)):
+            if _encoding(graph, label) == "numerical":
+                problems.append(
+                    f"{expr.label}: its selector's {role} s-op {label} is numerical; attention "
+                    f"compares categorical values: use categorical(Map(lambda x: x, {label})) "
+                    "as the selector input"
+                )
+        if leaf.negated and (_nullable(graph, leaf.keys) or _nullable(graph, leaf.queries)):
+            problems.append(
+                f"{expr.label}: its selector negates a comparison of {leaf.keys} / "
+                f"{leaf.queries}, which can be None; `not` would select None positions that the "
+                "compiled head cannot see. Map None to a real value before selecting"
+            )
+    if causal and not problems:
+        try:
+            later = selectors.reads_later_positions(graph, expr.label, leaves)
+        except UnsupportedProgramError as error:
+            return list(error.problems)
+        if later:
+            problems.append(
+                f"{expr.label}: in causal mode its selector may select keys after the query, so "
+                "the causal model would compute something else than the program; compile with "
+                "causal=False, or restrict the selector with "
+                "Select(indices, indices, LEQ) & ... so it reads only earlier positions"
+            )
+    return problems
+
+
+def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
+    problems = []
+    sop = expr.sop.label
+    try:
+        always = selectors.always_selects(graph, expr.label, selectors.conjunction(expr.selector))
+    except UnsupportedProgramError:
+        always = False  # the selector problem itself is reported by _check_selector
+    if rasp.is_categorical(expr):
+        if _encoding(graph, sop) == "numerical":
+            problems.append(
+                f"{expr.label}: categorical Aggregate of the numerical s-op {sop} may average "
+                "different values, which a one-hot encoding cannot hold; annotate the Aggregate "
+                "numerical(...) to average, or aggregate a categorical s-op"
+            )
+        if expr.default is not None and not always:
+            problems.append(
+                f"{expr.label}: categorical Aggregate with default={expr.default!r}; a compiled "
+                "head writes nothing (None) when it selects nothing, so the default must be None"
+            )
+    else:
+        values = graph.nodes[sop][g.VALUE_SET]
+        if _encoding(graph, sop) == "categorical" and not all(
+            isinstance(v, (bool, int, float)) for v in values
+        ):
+            problems.append(
+                f"{expr.label}: numerical Aggregate of {sop}, whose values are not all numbers; "
+                "aggregate a numerical s-op"
+            )
+        if _nullable(graph, sop):
+            problems.append(
+                f"{expr.label}: numerical Aggregate of {sop}, which can be None; RASP cannot "
+                "average None. Make the aggregated s-op never None"
+            )
+        if expr.default != 0 and not always:
+            problems.append(
+                f"{expr.label}: numerical Aggregate with default={expr.default!r}; a compiled "
+                "head averages to 0 when it selects nothing, so use default=0"
+            )
+    return problems

@@ -1,0 +1,210 @@
+"""Value inference: the finite set of values every s-op can take.
+
+For a vocabulary and a maximum length every s-op takes finitely many values. Categorical s-ops
+need the set to lay out their one-hot subspace; numerical s-ops need it so MLPs reading them can
+be exact on every reachable input (a numerical Aggregate can produce any mean of a bag of its
+input values, e.g. 2/3 after `frac_prevs`, and the MLPs downstream must know it).
+
+The result is stored on the graph: `VALUE_SET` (a frozenset without `None`) and `NULLABLE`
+(whether the s-op can be `None` at a real position).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from compiler import graph as g
+from compiler import selectors
+from compiler.errors import UnsupportedProgramError, ValueInferenceError
+from rasp import rasp
+
+# Largest value set (or number of function evaluations) value inference accepts. Beyond it the
+# residual stream and the MLPs reading the s-op would be impractically large.
+MAX_VALUE_SET_SIZE = 100_000
+
+
+def infer_values(graph: nx.DiGraph, vocab: Iterable[Any], max_seq_len: int) -> None:
+    """Annotate every s-op node of `graph` with `VALUE_SET` and `NULLABLE`."""
+    vocab_set = frozenset(vocab)
+    for label in g.sop_nodes(graph):
+        node = graph.nodes[label]
+        value_set, nullable = _infer_node(graph, node, vocab_set, max_seq_len)
+        if len(value_set) > MAX_VALUE_SET_SIZE:
+            raise ValueInferenceError(
+                f"{label}: its value set has {len(value_set)} values, more than the limit of "
+                f"{MAX_VALUE_SET_SIZE}; reduce the vocabulary or max_seq_len, or round the "
+                "values the s-op produces"
+            )
+        node[g.VALUE_SET] = frozenset(value_set)
+        node[g.NULLABLE] = nullable
+
+
+def _infer_node(
+    graph: nx.DiGraph, node: dict, vocab: frozenset, max_seq_len: int
+) -> tuple[set, bool]:
+    expr = node[g.EXPR]
+    kind = node[g.KIND]
+    numerical = rasp.is_numerical(expr)
+    if kind == "tokens":
+        return _checked(expr, set(vocab), numerical), False
+    if kind == "indices":
+        return set(range(max_seq_len)), False
+    if kind == "full":
+        return _checked(expr, {expr.fill}, numerical), expr.fill is None
+    if kind == "constant":
+        values = [v for v in expr.value]
+        return _checked(expr, {v for v in values if v is not None}, numerical), None in values
+    if kind == "map":
+        inner = graph.nodes[expr.inner.label]
+        return _apply_unary(expr, expr.f, inner[g.VALUE_SET], inner[g.NULLABLE], numerical)
+    if kind in ("sequence_map", "linear_sequence_map"):
+        fst = graph.nodes[expr.fst.label]
+        snd = graph.nodes[expr.snd.label]
+        return _apply_binary(expr, fst, snd, numerical)
+    if kind == "aggregate":
+        sop = graph.nodes[expr.sop.label]
+        may_be_empty = not _always_selects(graph, expr)
+        if numerical:
+            means = bag_means(expr, sop[g.VALUE_SET], max_seq_len)
+            if may_be_empty and expr.default is not None:
+                means.add(expr.default)
+            return _checked(expr, means, True), may_be_empty and expr.default is None
+        values = set(sop[g.VALUE_SET])
+        if may_be_empty and expr.default is not None:
+            values.add(expr.default)
+        nullable = sop[g.NULLABLE] or (may_be_empty and expr.default is None)
+        return _checked(expr, values, False), nullable
+    if kind == "selector_width":
+        return set(range(max_seq_len + 1)), False
+    raise ValueInferenceError(f"{expr.label}: cannot infer values of a {kind} node")
+
+
+def _always_selects(graph: nx.DiGraph, expr: rasp.Aggregate) -> bool:
+    """Whether the Aggregate's selector provably selects something for every query.
+
+    An unsupported selector counts as possibly empty; validation reports it separately.
+    """
+    try:
+        leaves = selectors.conjunction(expr.selector)
+        return selectors.always_selects(graph, expr.label, leaves)
+    except UnsupportedProgramError:
+        return False
+
+
+def _apply_unary(
+    expr: rasp.SOp, f: Callable, inputs: frozenset, nullable_in: bool, numerical: bool
+) -> tuple[set, bool]:
+    outputs: set = set()
+    nullable = nullable_in
+    for x in _sorted(inputs):
+        y = _call(expr, f, (x,))
+        if y is None:
+            nullable = True
+        else:
+            outputs.add(y)
+    return _checked(expr, outputs, numerical), nullable
+
+
+def _apply_binary(expr: rasp.SOp, fst: dict, snd: dict, numerical: bool) -> tuple[set, bool]:
+    xs, ys = _sorted(fst[g.VALUE_SET]), _sorted(snd[g.VALUE_SET])
+    if len(xs) * len(ys) > MAX_VALUE_SET_SIZE:
+        raise ValueInferenceError(
+            f"{expr.label}: combines {len(xs)} x {len(ys)} input values, more than the limit of "
+            f"{MAX_VALUE_SET_SIZE} evaluations; reduce the inputs' value sets first (e.g. a Map "
+            "that buckets values) or shrink vocab / max_seq_len"
+        )
+    outputs: set = set()
+    nullable = fst[g.NULLABLE] or snd[g.NULLABLE]
+    for x in xs:
+        for y in ys:
+            z = _call(expr, expr.f, (x, y))
+            if z is None:
+                nullable = True
+            else:
+                outputs.add(z)
+    return _checked(expr, outputs, numerical), nullable
+
+
+def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
+    """Every mean of a non-empty bag of at most `max_seq_len` elements drawn from `values`.
+
+    Computed through sumsets (the achievable sums of n elements), which stay small for the
+    integer-like values programs use, instead of enumerating bags. Means are `sum / n` in float64,
+    the same numbers the evaluator's `sum(values) / len(values)` produces for such values.
+    """
+    try:
+        base = np.array(sorted({float(v) for v in values}), dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueInferenceError(
+            f"{expr.label}: a numerical Aggregate needs numeric values, but {expr.sop.label} "
+            f"takes {sorted(map(repr, values))}; aggregate a numerical s-op"
+        ) from error
+    if base.size == 0:
+        return set()
+    means: set = set()
+    sums = np.zeros(1)
+    for n in range(1, max_seq_len + 1):
+        sums = np.unique((sums[:, None] + base[None, :]).ravel())
+        if sums.size > MAX_VALUE_SET_SIZE:
+            raise ValueInferenceError(
+                f"{expr.label}: means of up to {max_seq_len} values of {expr.sop.label} take more "
+                f"than {MAX_VALUE_SET_SIZE} distinct values; give {expr.sop.label} fewer or "
+                "integer-spaced values, or lower max_seq_len"
+            )
+        means.update((sums / n).tolist())
+    return means
+
+
+def _call(expr: rasp.SOp, f: Callable, args: tuple) -> Any:
+    try:
+        result = f(*args)
+    except Exception as error:  # noqa: BLE001 - any user failure is reported with context
+        shown = ", ".join(repr(a) for a in args)
+        raise ValueInferenceError(
+            f"{expr.label}: its function raised {type(error).__name__}: {error} on input "
+            f"({shown}), a value the input can take; make the function handle it"
+        ) from error
+    try:
+        hash(result)
+    except TypeError as error:
+        raise ValueInferenceError(
+            f"{expr.label}: its function returned an unhashable {type(result).__name__} "
+            f"({result!r}) on input {args!r}; return hashable values (e.g. a tuple)"
+        ) from error
+    if isinstance(result, float) and math.isnan(result):
+        raise ValueInferenceError(
+            f"{expr.label}: its function returned NaN on input {args!r}; NaN cannot be encoded"
+        )
+    return result
+
+
+def _checked(expr: rasp.SOp, values: set, numerical: bool) -> set:
+    """Reject values the encoding cannot hold (non-numbers in a numerical s-op, NaN)."""
+    for value in values:
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueInferenceError(f"{expr.label}: takes the value NaN, which cannot be encoded")
+        if numerical and not _is_number(value):
+            raise ValueInferenceError(
+                f"{expr.label}: is numerical but takes the non-numeric value {value!r}; "
+                "annotate it categorical or make it produce numbers"
+            )
+    return values
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, np.integer, np.floating))
+
+
+def _sorted(values: Iterable) -> list:
+    """Deterministic order over mixed types (numbers first, then by type name and repr)."""
+    def key(v: Any) -> tuple:
+        if _is_number(v):
+            return (0, float(v), "")
+        return (1, type(v).__name__, repr(v))
+
+    return sorted(values, key=key)
