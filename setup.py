@@ -31,4 +31,5 @@ setup(
     extras_require={
         "dev": ["pytest>=8,<10"],
     },
+    entry_points={"console_scripts": ["tracr-compile=compiler.cli:main"]},
 )
