@@ -107,13 +107,19 @@ def superposed_samples(uand: UAnd, n_inputs: int, n_pairs: int, active: int, see
 
 
 def measure_superposed(uand: UAnd, n_inputs: int = 300, n_pairs: int = 50, active: int = 2,
-                       seed: Seed = 0) -> StatusReport:
-    """Errors of a U-AND with superposed inputs on the :func:`superposed_samples` protocol."""
+                       seed: Seed = 0, *, empty: str = "raise") -> StatusReport:
+    """Errors of a U-AND with superposed inputs on the :func:`superposed_samples` protocol.
+
+    Sampled pairs with an empty intersection raise, or with ``empty="skip"`` are left out of
+    the report (their number is ``n_inputs * (1 + 2 n_pairs) - report.overall.count``).
+    """
     sets, gates = superposed_samples(uand, n_inputs, n_pairs, active, seed)
-    y = uand.read_gates(uand.hidden(uand.inputs.embed(sets)), gates)
+    y = uand.read_gates(uand.hidden(uand.inputs.embed(sets)), gates,
+                        empty="nan" if empty == "skip" else "raise")
     status = np.concatenate([np.full((n_inputs, 1), 2), np.full((n_inputs, n_pairs), 1),
                              np.full((n_inputs, n_pairs), 0)], axis=1)
-    return split_by_status(y, (status == 2).astype(np.float32), status, PAIR_STATUS)
+    keep = ~np.isnan(y)
+    return split_by_status(y[keep], (status[keep] == 2).astype(np.float32), status[keep], PAIR_STATUS)
 
 
 def misfire_point(report_for_m, ms: list[int], threshold: float = 0.9) -> int | None:

@@ -100,18 +100,21 @@ class UAnd:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return self.read(self.hidden(x))
 
-    def read_gates(self, hidden: np.ndarray, gates: np.ndarray) -> np.ndarray:
+    def read_gates(self, hidden: np.ndarray, gates: np.ndarray, *, empty: str = "raise") -> np.ndarray:
         """Readings of arbitrary gates, per input: ``gates`` is ``(n, P, k)``; returns ``(n, P)``.
 
         Used to sample a few gates per input without materialising the readout of all of them.
+        A gate with an empty intersection has no readout: ``empty="raise"`` raises, ``"nan"``
+        marks it NaN (never a silent 0).
         """
         out = np.empty(gates.shape[:2], dtype=np.float32)
         for row in range(gates.shape[0]):
             ind = np.logical_and.reduce(self.wiring[gates[row]], axis=1)
             sizes = ind.sum(axis=1)
-            if (sizes == 0).any():
+            if (sizes == 0).any() and empty == "raise":
                 raise ValueError(f"gate {gates[row][sizes == 0][0].tolist()} has an empty intersection")
-            out[row] = (ind @ hidden[row]) / sizes
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[row] = np.where(sizes > 0, (ind @ hidden[row]) / np.maximum(sizes, 1), np.nan)
         return out
 
     @cached_property
