@@ -82,6 +82,7 @@ def build_construction_model(sublayers: Sequence, token_vectors: Sequence[Vector
     config, weights = assemble(residual, list(sublayers), Embeddings(table, position, vocab - 1),
                                residual, max_seq_len=max_seq_len, causal=causal,
                                numerical_output=False)
-    params, forward = build(config, weights)
+    built = build(config, weights)  # (params, forward[, transformed])
+    params, forward = built[0], built[1]
     return ConstructionModel(residual, SeriesWithResiduals(tuple(blocks)), tuple(sublayers), table,
                              config, params, forward, max_seq_len)
