@@ -99,3 +99,18 @@ def _stack(rows_a: list, rows_b: list, rows_c: list, db: Database) -> RankOneTer
         return RankOneTerms(np.zeros((0, shape[0])), np.zeros((0, shape[1])),
                             np.zeros((0, shape[2])))
     return RankOneTerms(np.array(rows_a), np.array(rows_b), np.array(rows_c))
+
+
+def agrees_on_domain(candidate: np.ndarray, db: Database) -> bool:
+    """Whether ``candidate`` equals ``D`` on every fibre ``(k, q)`` of the domain.
+
+    The effective rank of ``D`` is the least rank of such a candidate; it is what training on
+    facts and testing on real ``(k, q)`` pairs requires.  It has no known bound, so the library
+    offers only this membership test (pair it with an explicit low-rank candidate).
+    """
+    d = db.tensor()
+    for k, q in db.domain():
+        i, j = db.subjects.index(k), db.predicates.index(q)
+        if not np.allclose(candidate[i, j], d[i, j]):
+            return False
+    return True

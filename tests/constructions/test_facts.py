@@ -5,7 +5,7 @@ import pytest
 
 from constructions.attention_layer import TokenCircuits, random_layer
 from constructions.cp_als import cp_als, residual_by_rank
-from constructions.db_rank import predicate_witness, slice_bound, slice_witness, subject_witness
+from constructions.db_rank import agrees_on_domain, predicate_witness, slice_bound, slice_witness, subject_witness
 from constructions.fact_examples import single_head_example
 from constructions.fact_metrics import (
     argmax_accuracy,
@@ -63,6 +63,12 @@ def test_cp_als_effective_rank_example_and_input_checks():
                                  subjects=tuple("abcdefg"))
     assert slice_bound(same).by_predicate == 1
     assert cp_als(same.tensor(), 1, seed=0, restarts=2).residual < 1e-10
+    # Five facts with one object: rank 5 on distinct subjects with distinct predicates, but
+    # effective rank 1 (the all-ones fibre pattern agrees with D on the domain).
+    spread = Database.from_triples([(k, q, "v") for k, q in zip("abcde", "pqrst")])
+    assert cp_als(spread.tensor(), 4, seed=0, restarts=3).residual > 0.5
+    constant = np.ones(spread.tensor().shape)
+    assert agrees_on_domain(constant, spread) and not agrees_on_domain(0 * constant, spread)
     with pytest.raises(ValueError):
         cp_als(np.zeros((2, 2)), 1)
 
