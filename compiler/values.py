@@ -65,6 +65,8 @@ def _infer_node(
     if kind in ("sequence_map", "linear_sequence_map"):
         fst = graph.nodes[expr.fst.label]
         snd = graph.nodes[expr.snd.label]
+        if kind == "linear_sequence_map" and _all_numbers(fst[g.VALUE_SET] | snd[g.VALUE_SET]):
+            return _linear_combinations(expr, fst, snd, numerical)
         return _apply_binary(expr, fst, snd, numerical)
     if kind == "aggregate":
         sop = graph.nodes[expr.sop.label]
@@ -128,6 +130,20 @@ def _apply_binary(expr: rasp.SOp, fst: dict, snd: dict, numerical: bool) -> tupl
             else:
                 outputs.add(z)
     return _checked(expr, outputs, numerical), nullable
+
+
+def _all_numbers(values: frozenset) -> bool:
+    return all(_is_number(v) for v in values)
+
+
+def _linear_combinations(
+    expr: rasp.LinearSequenceMap, fst: dict, snd: dict, numerical: bool
+) -> tuple[set, bool]:
+    """Values of `fst_fac * x + snd_fac * y`, vectorised (same float64 operations as RASP)."""
+    xs = np.array(sorted(float(v) for v in fst[g.VALUE_SET]))
+    ys = np.array(sorted(float(v) for v in snd[g.VALUE_SET]))
+    values = np.unique((expr.fst_fac * xs[:, None] + expr.snd_fac * ys[None, :]).ravel())
+    return _checked(expr, set(values.tolist()), numerical), fst[g.NULLABLE] or snd[g.NULLABLE]
 
 
 def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
