@@ -1,0 +1,116 @@
+"""Accuracy of a (compressed) model against reference outputs, e.g. from the RASP evaluator.
+
+References are computed once per evaluation set on the host; comparing then runs on device, so
+accuracy can be checked cheaply between training chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Hashable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compression.frozen import FrozenModel
+from compression.sampling import InputSpace
+
+ReferenceFn = Callable[[list[Hashable]], Sequence[Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceSet:
+    """Evaluation inputs with the expected output at every position.
+
+    ``targets`` holds, per position, the index of the expected output value (categorical) or the
+    expected number (numerical); ``mask`` is 1 where a position is scored (a real token whose
+    reference value is not None).
+    """
+
+    ids: np.ndarray  # [N, T] int32
+    targets: np.ndarray  # [N, T] int32 or float32
+    mask: np.ndarray  # [N, T] float32
+    kind: str  # "categorical" | "numerical"
+
+
+def build_reference_set(
+    ids: np.ndarray, space: InputSpace, reference_fn: ReferenceFn, kind: str,
+    output_values: Sequence[Hashable] | None = None,
+) -> ReferenceSet:
+    """Run ``reference_fn`` on the tokens of every row of ``ids``.
+
+    For categorical outputs ``output_values`` lists the values in logit order; a reference value
+    outside it (or None) is not scored.
+    """
+    ids = np.asarray(ids, np.int32)
+    dtype = np.int32 if kind == "categorical" else np.float32
+    targets = np.zeros(ids.shape, dtype)
+    mask = np.zeros(ids.shape, np.float32)
+    index = {v: i for i, v in enumerate(output_values or ())}
+    for r, row in enumerate(ids):
+        for p, value in enumerate(reference_fn(space.decode(row)), start=1):
+            if value is None:
+                continue
+            if kind == "categorical":
+                if value not in index:
+                    continue
+                targets[r, p] = index[value]
+            else:
+                targets[r, p] = float(value)
+            mask[r, p] = 1.0
+    return ReferenceSet(ids, targets, mask, kind)
+
+
+def predict(model: FrozenModel, projection: jax.Array | None, ids: jax.Array) -> jax.Array:
+    """Predicted value index (categorical) or value (numerical) per position."""
+    out = model.forward(model.params, ids, projection=projection).output
+    return jnp.argmax(out, axis=-1) if model.output_kind == "categorical" else out
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """Fraction of scored positions right, and of sequences right at every scored position."""
+
+    position: float
+    sequence: float
+
+
+def accuracy(
+    model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: ReferenceSet, atol: float = 0.02,
+    batch_size: int = 4096,
+) -> Accuracy:
+    """Accuracy of ``model`` (compressed by ``projection``, or not) on ``refs``.
+
+    Numerical positions count as right within ``atol`` of the reference.
+    """
+    fn = _correct_fn(model, refs.kind, atol)
+    proj = None if projection is None else jnp.asarray(projection)
+    good_pos, good_seq, n_pos = 0.0, 0, 0.0
+    for start in range(0, len(refs.ids), batch_size):
+        sl = slice(start, start + batch_size)
+        correct = np.asarray(fn(model.params, proj, refs.ids[sl], refs.targets[sl]))
+        mask = refs.mask[sl]
+        good_pos += float(np.sum(correct * mask))
+        n_pos += float(np.sum(mask))
+        good_seq += int(np.sum(np.all((correct > 0) | (mask == 0), axis=1)))
+    return Accuracy(good_pos / max(n_pos, 1.0), good_seq / max(len(refs.ids), 1))
+
+
+_CORRECT_CACHE: dict[tuple[Callable, str, float], Callable] = {}
+
+
+def _correct_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
+    """Jitted ``(params, projection, ids, targets) -> [N, T]`` 0/1, cached per forward function."""
+    key = (model.forward, kind, atol)
+    if key not in _CORRECT_CACHE:
+        forward = model.forward
+
+        def correct(params, projection, ids, targets):
+            out = forward(params, ids, projection=projection).output
+            if kind == "categorical":
+                return (jnp.argmax(out, axis=-1) == targets).astype(jnp.float32)
+            return (jnp.abs(out - targets) <= atol).astype(jnp.float32)
+
+        _CORRECT_CACHE[key] = jax.jit(correct)
+    return _CORRECT_CACHE[key]

@@ -1,0 +1,51 @@
+"""The frozen model that compression trains against, as a pure function plus metadata.
+
+Compression only needs the compiled model's forward pass with an optional residual projection
+(the contract in docs/architecture.md, "compiler/"): ``forward(params, ids, projection=W)``
+returning an object with ``.output`` (``[B, T, n_out]`` logits or ``[B, T]`` values) and
+``.residuals`` (a tuple of ``[B, T, D]`` arrays, decompressed when a projection is given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Literal, Protocol, Sequence
+
+import jax
+
+OutputKind = Literal["categorical", "numerical"]
+
+
+class ForwardOutput(Protocol):
+    """What a frozen forward pass returns (only these two fields are read)."""
+
+    output: jax.Array
+    residuals: Sequence[jax.Array]
+
+
+ForwardFn = Callable[..., ForwardOutput]
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenModel:
+    """A frozen model: pure forward function, its parameters and how to read its stream.
+
+    ``forward(params, ids, projection=None)`` must be jittable and pure. ``bos_id``/``pad_id``
+    are the input ids whose positions the losses ignore.
+    """
+
+    forward: ForwardFn
+    params: Any
+    residual_labels: tuple[str, ...]
+    output_kind: OutputKind
+    bos_id: int
+    pad_id: int
+
+    @property
+    def residual_dim(self) -> int:
+        """D, the width of the uncompressed residual stream."""
+        return len(self.residual_labels)
+
+    def __post_init__(self) -> None:
+        if self.output_kind not in ("categorical", "numerical"):
+            raise ValueError(f"output_kind must be 'categorical' or 'numerical', got {self.output_kind!r}")

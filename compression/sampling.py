@@ -1,0 +1,111 @@
+"""Inputs for compression: a program's valid input space, enumerated or sampled in JAX.
+
+An input is a row of ids ``[BOS, t_1, ..., t_n, PAD, ..., PAD]`` of width ``max_seq_len + 1``,
+with ``min_length <= n <= max_seq_len`` and each ``t_i`` a vocabulary token (pairwise different
+when ``unique_tokens``). Random batches are drawn inside jitted code from a ``jax.random`` key, so
+the data of step ``s`` depends only on ``(seed, s)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Hashable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compression.config import SamplingConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpace:
+    """The valid inputs of a compiled program, expressed in model ids."""
+
+    vocab: tuple[Hashable, ...]  # tokens, in the order of ``token_ids``
+    token_ids: tuple[int, ...]
+    max_seq_len: int
+    bos_id: int
+    pad_id: int
+    min_length: int = 1
+    unique_tokens: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.vocab) != len(self.token_ids) or not self.vocab:
+            raise ValueError("vocab and token_ids must be non-empty and of equal length")
+        if not 1 <= self.min_length <= self.max_seq_len:
+            raise ValueError(f"need 1 <= min_length <= max_seq_len, got {self.min_length}, {self.max_seq_len}")
+        if self.unique_tokens and len(self.vocab) < self.max_seq_len:
+            raise ValueError(
+                f"unique_tokens needs at least max_seq_len={self.max_seq_len} tokens, vocab has {len(self.vocab)}"
+            )
+
+    @property
+    def width(self) -> int:
+        """Number of model positions per input (BOS included)."""
+        return self.max_seq_len + 1
+
+    def size(self) -> int:
+        """How many distinct inputs the space holds."""
+        v = len(self.vocab)
+        lengths = range(self.min_length, self.max_seq_len + 1)
+        if self.unique_tokens:
+            return sum(math.perm(v, n) for n in lengths)
+        return sum(v**n for n in lengths)
+
+    def decode(self, row: Sequence[int]) -> list[Hashable]:
+        """The token list (BOS and PAD dropped) of one id row."""
+        by_id = dict(zip(self.token_ids, self.vocab))
+        return [by_id[int(i)] for i in row[1:] if int(i) != self.pad_id]
+
+
+def enumerate_inputs(space: InputSpace) -> np.ndarray:
+    """Every input of the space as an ``[N, max_seq_len + 1]`` int32 array (shortest first)."""
+    rows = []
+    for n in range(space.min_length, space.max_seq_len + 1):
+        combos = (itertools.permutations(space.token_ids, n) if space.unique_tokens
+                  else itertools.product(space.token_ids, repeat=n))
+        for body in combos:
+            rows.append((space.bos_id, *body) + (space.pad_id,) * (space.max_seq_len - n))
+    return np.asarray(rows, dtype=np.int32)
+
+
+def sample_inputs(key: jax.Array, space: InputSpace, batch_size: int) -> jax.Array:
+    """``[batch_size, width]`` random inputs: uniform length, then uniform tokens (jittable)."""
+    k_len, k_tok = jax.random.split(key)
+    n_vocab, length = len(space.vocab), space.max_seq_len
+    lengths = jax.random.randint(k_len, (batch_size, 1), space.min_length, length + 1)
+    if space.unique_tokens:
+        order = jnp.argsort(jax.random.uniform(k_tok, (batch_size, n_vocab)), axis=-1)
+        choice = order[:, :length]
+    else:
+        choice = jax.random.randint(k_tok, (batch_size, length), 0, n_vocab)
+    body = jnp.asarray(space.token_ids, jnp.int32)[choice]
+    body = jnp.where(jnp.arange(length)[None, :] < lengths, body, space.pad_id)
+    bos = jnp.full((batch_size, 1), space.bos_id, jnp.int32)
+    return jnp.concatenate([bos, body.astype(jnp.int32)], axis=1)
+
+
+def use_enumeration(space: InputSpace, config: SamplingConfig) -> bool:
+    """Whether ``config.mode`` picks the enumerated pool for this space."""
+    if config.mode == "enumerate":
+        return True
+    if config.mode == "random":
+        return False
+    if config.mode == "auto":
+        return space.size() <= config.enumerate_limit
+    raise ValueError(f"unknown sampling mode {config.mode!r}; use auto, random or enumerate")
+
+
+def training_pool(space: InputSpace, config: SamplingConfig) -> np.ndarray | None:
+    """The enumerated inputs when ``config`` asks for enumeration, else None (sample instead)."""
+    return enumerate_inputs(space) if use_enumeration(space, config) else None
+
+
+def draw_batch(key: jax.Array, space: InputSpace, batch_size: int, pool: jax.Array | None = None) -> jax.Array:
+    """One training batch: uniform rows of ``pool`` (with replacement) or fresh samples (jittable)."""
+    if pool is None:
+        return sample_inputs(key, space, batch_size)
+    return pool[jax.random.randint(key, (batch_size,), 0, pool.shape[0])]

@@ -1,0 +1,222 @@
+"""Training W: a jitted ``lax.scan`` over chunks of AdamW steps, data-parallel, resumable.
+
+The data of step ``s`` is drawn from ``fold_in(key(seed), s)``, and the state after a chunk
+depends only on the state before it, so a run interrupted at a checkpoint and resumed produces
+bit-for-bit the same W as an uninterrupted run on the same devices. The jitted chunk is a module
+level function keyed on a hashable :class:`StepSpec`, so runs that differ only in their seed (or
+are resumed in the same process) reuse one compilation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from compression import checkpoint as ckpt
+from compression.config import LossConfig, OptimizerConfig, TrainConfig
+from compression.frozen import FrozenModel
+from compression.losses import compression_loss
+from compression.optim import make_optimizer
+from compression.projection import init_projection
+from compression.sampling import InputSpace, draw_batch, training_pool
+from compression.sharding import DataParallel, data_parallel
+
+METRICS = ("out", "layer", "total")
+_INIT_STREAM, _DATA_STREAM = 0, 1
+
+
+class TrainState(NamedTuple):
+    """Everything that changes during training."""
+
+    projection: jax.Array
+    opt_state: Any
+    step: jax.Array  # int32 scalar: optimiser steps taken
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSpec:
+    """The static (hashable) description of one training step; the jit cache key."""
+
+    model: FrozenModel  # hashed by identity: params are passed to the step as an argument
+    space: InputSpace
+    loss: LossConfig
+    optimizer: OptimizerConfig
+    total_steps: int
+    batch_size: int
+    parallel: DataParallel
+
+    def __hash__(self) -> int:
+        return hash((id(self.model), self.space, self.loss, self.optimizer, self.total_steps,
+                     self.batch_size, self.parallel))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, StepSpec) and self.model is other.model
+                and (self.space, self.loss, self.optimizer, self.total_steps, self.batch_size, self.parallel)
+                == (other.space, other.loss, other.optimizer, other.total_steps, other.batch_size, other.parallel))
+
+
+def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: jax.Array | None, state: TrainState,
+          _: Any) -> tuple[TrainState, jax.Array]:
+    ids = draw_batch(jax.random.fold_in(data_key, state.step), spec.space, spec.batch_size, pool)
+    ids = jax.lax.with_sharding_constraint(ids, spec.parallel.batch)
+    model = dataclasses.replace(spec.model, params=params)
+    (_, parts), grads = jax.value_and_grad(compression_loss, has_aux=True)(state.projection, model, ids, spec.loss)
+    optimizer = make_optimizer(spec.optimizer, spec.total_steps)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.projection)
+    metrics = jnp.stack([parts[name] for name in METRICS])
+    return TrainState(optax.apply_updates(state.projection, updates), opt_state, state.step + 1), metrics
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "length"), donate_argnums=0)
+def _run_chunk(state: TrainState, params: Any, data_key: jax.Array, pool: jax.Array | None, *,
+               spec: StepSpec, length: int) -> tuple[TrainState, jax.Array]:
+    state, metrics = jax.lax.scan(functools.partial(_step, spec, params, data_key, pool), state, None, length=length)
+    return jax.lax.with_sharding_constraint(state, spec.parallel.replicated), metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """Outcome of :meth:`Compressor.train`."""
+
+    projection: np.ndarray  # [D, d]
+    history: dict[str, np.ndarray]  # per-step "out", "layer", "total" losses from step 0
+    steps_done: int
+    wall_time_s: float  # time spent in this call (compilation included)
+    finished: bool  # all configured steps done
+
+
+ChunkCallback = Callable[["TrainState", dict[str, np.ndarray]], bool]
+
+
+class Compressor:
+    """Trains the projection of one frozen model on one input space with one config."""
+
+    def __init__(
+        self, model: FrozenModel, space: InputSpace, config: TrainConfig, parallel: DataParallel | None = None
+    ) -> None:
+        self.model, self.space, self.config = model, space, config
+        self.parallel = parallel or data_parallel()
+        self.parallel.check_batch(config.batch_size)
+        self.optimizer = make_optimizer(config.optimizer, config.steps)
+        self.spec = StepSpec(model, space, config.loss, config.optimizer, config.steps, config.batch_size,
+                             self.parallel)
+        pool = training_pool(space, config.sampling)
+        rep = self.parallel.replicated
+        self._pool = None if pool is None else jax.device_put(jnp.asarray(pool), rep)
+        self._params = jax.device_put(model.params, rep)
+        base_key = jax.random.key(config.seed)
+        self._init_key = jax.random.fold_in(base_key, _INIT_STREAM)
+        self._data_key = jax.device_put(jax.random.fold_in(base_key, _DATA_STREAM), rep)
+
+    # --- state -----------------------------------------------------------------------------
+    def init_state(self) -> TrainState:
+        """The seeded initial state (W from ``config.init``, fresh AdamW state, step 0)."""
+        w = init_projection(self._init_key, self.model.residual_dim, self.config.d, self.config.init,
+                            self.config.init_scale)
+        return self._place(TrainState(w, self.optimizer.init(w), jnp.zeros((), jnp.int32)))
+
+    def _place(self, state: TrainState) -> TrainState:
+        return jax.device_put(state, self.parallel.replicated)
+
+    def record(self, step: int) -> dict[str, Any]:
+        """The JSON record stored with a checkpoint (also used to check a resume is compatible)."""
+        s = self.space
+        return {
+            "step": step,
+            "config": self.config.to_dict(),
+            "residual_labels": list(self.model.residual_labels),
+            "space": {"vocab": [repr(v) for v in s.vocab], "token_ids": list(s.token_ids),
+                      "max_seq_len": s.max_seq_len, "min_length": s.min_length,
+                      "unique_tokens": s.unique_tokens},
+        }
+
+    def run_chunk(self, state: TrainState, length: int) -> tuple[TrainState, np.ndarray]:
+        """``length`` fused steps from ``state``; returns the new state and ``[length, 3]`` losses."""
+        state, metrics = _run_chunk(state, self._params, self._data_key, self._pool, spec=self.spec, length=length)
+        return state, np.asarray(metrics)
+
+    # --- the driver --------------------------------------------------------------------------
+    def _resume(self, directory: Path | None) -> tuple[TrainState, list[np.ndarray]]:
+        fresh = self.init_state()
+        record = ckpt.read_record(directory) if directory is not None else None
+        if record is None:
+            return fresh, []
+        expected = self.record(record["step"])
+        for field in ("config", "residual_labels", "space"):
+            if record.get(field) != expected[field]:
+                raise ValueError(f"checkpoint in {directory} was written for a different {field}; "
+                                 "use another checkpoint directory or the original settings")
+        projection, opt_state, history, record = ckpt.load_checkpoint(directory, fresh.opt_state)
+        state = self._place(TrainState(jnp.asarray(projection), opt_state, jnp.asarray(record["step"], jnp.int32)))
+        rows = np.stack([history[name] for name in METRICS], axis=1) if history else np.zeros((0, 3), np.float32)
+        return state, [rows]
+
+    def train(
+        self,
+        checkpoint_dir: str | Path | None = None,
+        checkpoint_every: int = 10,
+        progress: bool = True,
+        max_chunks: int | None = None,
+        on_chunk: ChunkCallback | None = None,
+    ) -> TrainResult:
+        """Run (or resume) training to ``config.steps``.
+
+        ``checkpoint_dir``: resume from its checkpoint if present, and save every
+        ``checkpoint_every`` chunks and when stopping. ``max_chunks``: stop after that many
+        chunks in this call (an interruption). ``on_chunk(state, losses)``: called after every
+        chunk with the losses so far; returning True stops training early.
+        """
+        start_time = time.perf_counter()
+        directory = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        state, rows = self._resume(directory)
+        step, total, chunk = int(state.step), self.config.steps, self.config.chunk_size
+        bar = tqdm(total=total, initial=step, disable=not progress, unit="step",
+                   desc=f"compress d={self.config.d}", dynamic_ncols=True)
+        chunks_run, stopped, saved_step = 0, False, step
+        try:
+            while step < total and not stopped and (max_chunks is None or chunks_run < max_chunks):
+                length = min(chunk, total - step)
+                state, metrics = self.run_chunk(state, length)
+                rows.append(metrics)
+                step += length
+                chunks_run += 1
+                bar.update(length)
+                bar.set_postfix(loss=f"{metrics[-1, 2]:.3e}", out=f"{metrics[-1, 0]:.2e}")
+                if directory is not None and (chunks_run % checkpoint_every == 0 or step == total):
+                    self.save(directory, state, rows)
+                    saved_step = step
+                if on_chunk is not None:
+                    stopped = bool(on_chunk(state, _history(rows)))
+        finally:
+            bar.close()
+        if directory is not None and saved_step != step:
+            self.save(directory, state, rows)
+        return TrainResult(np.asarray(state.projection), _history(rows), step,
+                           time.perf_counter() - start_time, step >= total)
+
+    def save(self, directory: str | Path, state: TrainState, rows: list[np.ndarray]) -> Path:
+        """Checkpoint ``state`` and the loss history into ``directory``."""
+        return ckpt.save_checkpoint(directory, state.projection, state.opt_state, _history(rows),
+                                    self.record(int(state.step)))
+
+
+def _history(rows: list[np.ndarray]) -> dict[str, np.ndarray]:
+    table = np.concatenate(rows, axis=0) if rows else np.zeros((0, len(METRICS)), np.float32)
+    return {name: np.asarray(table[:, i], np.float32) for i, name in enumerate(METRICS)}
+
+
+def compress(
+    model: FrozenModel, space: InputSpace, config: TrainConfig, checkpoint_dir: str | Path | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Train W for ``model`` on ``space`` with ``config`` (one call, resumable via checkpoints)."""
+    return Compressor(model, space, config).train(checkpoint_dir=checkpoint_dir, progress=progress)

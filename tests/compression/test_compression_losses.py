@@ -1,0 +1,72 @@
+"""Loss terms on hand-computed tiny cases."""
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import compression_fake as fake
+from compression.config import LossConfig
+from compression.losses import compression_loss, layer_loss, output_loss, position_mask
+
+IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD
+MASK = jnp.asarray([[0.0, 1.0, 1.0, 0.0]])
+
+
+def test_position_mask_drops_bos_and_pad():
+    np.testing.assert_array_equal(position_mask(IDS, bos_id=4, pad_id=5), MASK)
+
+
+def test_numerical_output_loss_is_masked_mse():
+    pred = jnp.asarray([[0.0, 1.0, 3.0, 9.0]])
+    target = jnp.asarray([[7.0, 0.0, 1.0, 0.0]])  # BOS and PAD errors must not count
+    assert float(output_loss(pred, target, MASK, "numerical")) == pytest.approx((1 + 4) / 2)
+
+
+def test_categorical_output_loss_against_argmax():
+    pred = jnp.asarray([[[5.0, 0.0], [0.0, 0.0], [math.log(3.0), 0.0], [0.0, 9.0]]])
+    target = jnp.asarray([[[0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
+    # position 1: uniform prediction, label 0 -> ln 2; position 2: p(label 1) = 1/4 -> ln 4
+    expected = (math.log(2.0) + math.log(4.0)) / 2
+    assert float(output_loss(pred, target, MASK, "categorical", "argmax")) == pytest.approx(expected, rel=1e-6)
+
+
+def test_categorical_output_loss_against_distribution():
+    pred = jnp.zeros((1, 4, 2))
+    target = jnp.asarray([[[0.0, 0.0], [0.0, 0.0], [math.log(3.0), 0.0], [0.0, 0.0]]])
+    # position 1: target (1/2, 1/2) vs uniform -> ln 2; position 2: target (3/4, 1/4) vs uniform -> ln 2
+    assert float(output_loss(pred, target, MASK, "categorical", "distribution")) == pytest.approx(math.log(2.0))
+
+
+def test_layer_loss_sums_layers_of_squared_distance():
+    zeros = jnp.zeros((1, 4, 2))
+    first = jnp.asarray([[[9.0, 9.0], [1.0, 2.0], [0.0, 1.0], [9.0, 9.0]]])  # 5 and 1 -> mean 3
+    second = jnp.asarray([[[0.0, 0.0], [3.0, 0.0], [0.0, 0.0], [5.0, 5.0]]])  # 9 and 0 -> mean 4.5
+    assert float(layer_loss([first, second], [zeros, zeros], MASK)) == pytest.approx(7.5)
+    assert float(layer_loss([first, second], [zeros, zeros], MASK, include_embedding=False)) == pytest.approx(4.5)
+
+
+def test_layer_loss_rejects_mismatched_snapshots():
+    with pytest.raises(ValueError, match="residuals"):
+        layer_loss([jnp.zeros((1, 4, 2))], [], MASK)
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_identity_projection_has_zero_layer_loss(categorical):
+    model = fake.frozen_model(categorical)
+    ids = jnp.asarray([[4, 3, 0, 3, 5, 5], [4, 1, 3, 2, 3, 0]])
+    total, parts = compression_loss(jnp.eye(model.residual_dim), model, ids, LossConfig())
+    assert float(parts["layer"]) == 0.0
+    if not categorical:
+        assert float(parts["out"]) == 0.0
+    assert float(total) == pytest.approx(float(parts["out"]) + float(parts["layer"]))
+
+
+def test_loss_weights_scale_the_terms():
+    model = fake.frozen_model()
+    ids = jnp.asarray([[4, 3, 0, 3, 5, 5]])
+    w = jnp.eye(model.residual_dim)[:, :6]
+    _, parts = compression_loss(w, model, ids, LossConfig())
+    total, _ = compression_loss(w, model, ids, LossConfig(out_weight=2.0, layer_weight=0.5))
+    assert float(total) == pytest.approx(2.0 * float(parts["out"]) + 0.5 * float(parts["layer"]), rel=1e-6)

@@ -1,0 +1,86 @@
+"""Training on the hand-built fake: determinism, learning, checkpoint and resume."""
+
+import json
+
+import numpy as np
+import pytest
+
+import compression_fake as fake
+from compression import checkpoint
+from compression.config import OptimizerConfig, TrainConfig
+from compression.train import Compressor
+
+CONFIG = TrainConfig(d=10, steps=120, batch_size=32, chunk_size=20, seed=7, optimizer=OptimizerConfig(lr_init=1e-2))
+
+
+MODEL = fake.frozen_model()
+
+
+def _train(config=CONFIG, **kwargs):
+    return Compressor(MODEL, fake.input_space(), config).train(progress=False, **kwargs)
+
+
+def test_training_is_deterministic_for_a_seed_and_varies_with_it():
+    a, b = _train(), _train()
+    np.testing.assert_array_equal(a.projection, b.projection)
+    np.testing.assert_array_equal(a.history["total"], b.history["total"])
+    c = _train(TrainConfig(**{**CONFIG.__dict__, "seed": 8}))
+    assert not np.array_equal(a.projection, c.projection)
+
+
+def test_training_reduces_the_loss_and_records_every_step():
+    result = _train()
+    assert result.finished and result.steps_done == CONFIG.steps
+    assert result.projection.shape == (MODEL.residual_dim, CONFIG.d)
+    for name in ("out", "layer", "total"):
+        assert result.history[name].shape == (CONFIG.steps,)
+    assert result.history["total"][-20:].mean() < 0.5 * result.history["total"][:5].mean()
+
+
+def test_interrupted_run_resumes_to_the_identical_projection(tmp_path):
+    reference = _train()
+    partial = _train(checkpoint_dir=tmp_path, max_chunks=2, checkpoint_every=1)
+    assert not partial.finished and partial.steps_done == 40
+    record = json.loads((tmp_path / checkpoint.RECORD_FILE).read_text())
+    assert record["step"] == 40 and record["config"]["d"] == CONFIG.d
+    resumed = _train(checkpoint_dir=tmp_path)
+    assert resumed.finished
+    np.testing.assert_array_equal(resumed.projection, reference.projection)
+    np.testing.assert_array_equal(resumed.history["total"], reference.history["total"])
+    # a finished checkpoint resumes to the same result without training
+    again = _train(checkpoint_dir=tmp_path)
+    np.testing.assert_array_equal(again.projection, reference.projection)
+
+
+def test_checkpoint_is_not_pickle_and_leaves_no_temporaries(tmp_path):
+    _train(checkpoint_dir=tmp_path, max_chunks=1)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [checkpoint.RECORD_FILE, checkpoint.CHECKPOINT_FILE]
+    assert not (tmp_path / checkpoint.CHECKPOINT_FILE).read_bytes().startswith(b"\x80")
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path):
+    _train(checkpoint_dir=tmp_path, max_chunks=1)
+    with pytest.raises(ValueError, match="different config"):
+        _train(TrainConfig(**{**CONFIG.__dict__, "d": 9}), checkpoint_dir=tmp_path)
+
+
+def test_callback_can_stop_training_early():
+    seen = []
+
+    def stop_after_two(state, history):
+        seen.append(len(history["total"]))
+        return len(seen) == 2
+
+    result = _train(on_chunk=stop_after_two)
+    assert seen == [20, 40] and result.steps_done == 40 and not result.finished
+
+
+def test_batch_must_split_across_devices():
+    from compression.sharding import data_parallel
+
+    parallel = data_parallel()
+    parallel.check_batch(parallel.num_devices * 3)
+    if parallel.num_devices > 1:
+        with pytest.raises(ValueError, match="divisible"):
+            parallel.check_batch(parallel.num_devices + 1)
