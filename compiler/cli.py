@@ -1,0 +1,234 @@
+"""`tracr-compile`: compile a RASP program, run it, save it, picture it (see docs/cli.md).
+
+Exit codes: 0 success, 1 the program cannot be compiled or run (or a model file is refused),
+2 usage error. Every failure is one line on stderr; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from compiler.cli_args import ProgramError, UsageError, load_program, parse_input, parse_vocab
+from compiler.errors import CompilerError
+from compiler.examples import EXAMPLES
+
+PROG = "tracr-compile"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports argument errors as `UsageError` (one line) instead of printing usage and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Compile a RASP program into a transformer; run, save, summarise or picture it.",
+        epilog="Exit codes: 0 success, 1 the program cannot be compiled or run, 2 usage error.",
+    )
+    source = parser.add_argument_group("program (one of)")
+    source.add_argument("program", nargs="?", help="path/to/file.py:name (an s-op or a zero-argument function)")
+    source.add_argument("--example", metavar="NAME", help="a library program (see --list-examples)")
+    source.add_argument("--load", metavar="PATH", help="a model file written by --out")
+    parser.add_argument("--list-examples", action="store_true", help="list the library programs and exit")
+    compiling = parser.add_argument_group("compiling")
+    compiling.add_argument("--vocab", help="tokens: a,b,c | JSON list | integer range 0..9")
+    compiling.add_argument("--max-seq-len", type=int, metavar="N", help="longest input, BOS excluded")
+    compiling.add_argument("--causal", action="store_true", help="compile with causal (decoder) attention")
+    compiling.add_argument("--bos", default="BOS", help="beginning-of-sequence token (default BOS)")
+    compiling.add_argument("--pad", default="PAD", help="padding token (default PAD)")
+    compiling.add_argument("--mlp-exactness", type=float, default=100, metavar="X", help="numerical MLP exactness (default 100)")
+    compiling.add_argument("--validate-only", action="store_true", help="list every problem, compile nothing")
+    outputs = parser.add_argument_group("outputs")
+    outputs.add_argument("--out", metavar="PATH", help="save the compiled model to PATH")
+    outputs.add_argument("--input", metavar="TOKENS", help='run on e.g. "BOS x a c x" and print the residual stream')
+    outputs.add_argument("--plot", metavar="PNG", help="write residual, attention and head pictures")
+    outputs.add_argument("--json", action="store_true", help="print a machine-readable summary instead of text")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def _list_examples() -> str:
+    width = max(len(name) for name in EXAMPLES)
+    lines = []
+    for name, example in EXAMPLES.items():
+        vocab = ",".join(str(t) for t in example.vocab)
+        lines.append(
+            f"{name.ljust(width)}  {example.description}  "
+            f"[--vocab {vocab} --max-seq-len {example.max_seq_len}; "
+            f"input: {' '.join(str(t) for t in example.example_input)}]"
+        )
+    return "\n".join(lines)
+
+
+def _check_sources(args: argparse.Namespace) -> None:
+    chosen = [flag for flag, value in (("program", args.program), ("--example", args.example), ("--load", args.load)) if value]
+    if len(chosen) != 1:
+        given = " and ".join(chosen) if chosen else "none"
+        raise UsageError(f"give exactly one of a program path, --example or --load (got {given})")
+    if args.load:
+        compile_flags = [
+            flag
+            for flag, value in (
+                ("--vocab", args.vocab),
+                ("--max-seq-len", args.max_seq_len),
+                ("--causal", args.causal),
+                ("--validate-only", args.validate_only),
+            )
+            if value
+        ]
+        if compile_flags:
+            raise UsageError(f"{', '.join(compile_flags)} only apply when compiling, not with --load")
+    if args.example and args.example not in EXAMPLES:
+        raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(EXAMPLES)}")
+    if args.max_seq_len is not None and args.max_seq_len < 1:
+        raise UsageError(f"--max-seq-len must be at least 1, got {args.max_seq_len}")
+
+
+def _program(args: argparse.Namespace) -> tuple[Any, str | None, tuple[Hashable, ...], int, tuple | None]:
+    """(s-op, source text, vocab, max_seq_len, default input) from a file or an example."""
+    vocab = parse_vocab(args.vocab) if args.vocab is not None else None
+    if args.example:
+        from compiler.files import program_source
+
+        example = EXAMPLES[args.example]
+        max_seq_len = args.max_seq_len or example.max_seq_len
+        program = example.build(max_seq_len)
+        default_input = example.example_input if vocab is None else None
+        return program, program_source(example.build), vocab or example.vocab, max_seq_len, default_input
+    if vocab is None or args.max_seq_len is None:
+        raise UsageError("a program file needs --vocab and --max-seq-len")
+    program, source = load_program(args.program)
+    return program, source, vocab, args.max_seq_len, None
+
+
+def _print_json(data: dict) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _validate(program: Any, vocab: tuple, max_seq_len: int, args: argparse.Namespace) -> int:
+    from compiler.validate import validate
+
+    problems = validate(program, vocab, max_seq_len, causal=args.causal)
+    if args.json:
+        _print_json({"program": program.label, "ok": not problems, "problems": problems})
+    elif not problems:
+        print(f"{program.label}: compiles exactly (vocab of {len(vocab)}, max_seq_len {max_seq_len})")
+    for problem in problems:
+        print(f"{PROG}: problem: {' '.join(str(problem).split())}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.list_examples:
+        print(_list_examples())
+        return 0
+    _check_sources(args)
+    report: dict[str, Any] = {}
+    if args.load:
+        from compiler.files import read_model_file
+
+        loaded = read_model_file(args.load)
+        model, source, default_input = loaded.model, loaded.source, None
+        report["program"] = loaded.program_label
+    else:
+        program, source, vocab, max_seq_len, default_input = _program(args)
+        if args.validate_only:
+            return _validate(program, vocab, max_seq_len, args)
+        from compiler.compiling import compile_rasp
+
+        model = compile_rasp(
+            program,
+            vocab,
+            max_seq_len,
+            causal=args.causal,
+            compiler_bos=args.bos,
+            compiler_pad=args.pad,
+            mlp_exactness=args.mlp_exactness,
+        )
+        report["program"] = program.label
+    return _outputs(model, args, report, source, default_input)
+
+
+def _outputs(model: Any, args: argparse.Namespace, report: dict, source: str | None, default_input: tuple | None) -> int:
+    from compiler.summary import format_value, jsonable, model_summary, residual_table, summary_text
+
+    report.update(model_summary(model))
+    text = [f"program: {report['program']}", summary_text(report)]
+    if args.out:
+        from compiler.files import save_model
+
+        path = save_model(model, args.out, source=source)
+        report["saved"] = str(path)
+        text.append(f"saved model to {path} ({path.stat().st_size} bytes)")
+    tokens = None
+    if args.input is not None:
+        encoder = model.input_encoder
+        tokens = parse_input(args.input, encoder.vocab, encoder.bos, encoder.pad)
+    elif args.plot and default_input is not None:
+        tokens = [model.input_encoder.bos, *default_input]
+    elif args.plot:
+        raise UsageError("--plot needs --input (only --example programs have a default input)")
+    if tokens is not None:
+        result = model.apply(tokens)
+        report["input"] = jsonable(tokens)
+        report["decoded"] = jsonable(result.decoded)
+        text.append(f"input:  {' '.join(format_value(t) for t in tokens)}")
+        text.append(f"output: {' '.join(format_value(v) for v in result.decoded)}")
+        if args.input is not None:
+            text.append(residual_table(result, tokens))
+    if args.plot:
+        from compiler.plots import plot_all
+
+        written = plot_all(model, tokens, args.plot)
+        report["plots"] = [str(p) for p in written]
+        text.append("wrote " + ", ".join(str(p) for p in written))
+    if args.json:
+        _print_json(report)
+    else:
+        print("\n".join(text))
+    return 0
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    parser = build_parser()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+        return _run(args)
+    except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+        return 1
+    except SystemExit as exit_:  # --help
+        return int(exit_.code or 0)
+    except UsageError as error:
+        if debug:
+            raise
+        print(f"{PROG}: usage error: {_one_line(error)} (see {PROG} --help)", file=sys.stderr)
+        return 2
+    except (CompilerError, ProgramError) as error:
+        if debug:
+            raise
+        print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+        return 1
+    except Exception as error:  # an unexpected crash still gets one line without --debug
+        if debug:
+            raise
+        print(f"{PROG}: internal error: {type(error).__name__}: {_one_line(error)} (rerun with --debug)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""A compiled model's description (everything but the weight values) as plain JSON data.
+
+Used by `compiler.files`. Token and output values keep their Python type through a tagged form:
+`["str", "a"]`, `["int", 3]`, `["float", "0x1.8p+0"]` (`float.hex`, exact), `["bool", true]`,
+`["none"]`, `["tuple", [...]]`, `["frozenset", [...]]`. Anything else cannot be stored and is
+refused with a `ModelFileError` at save time.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from compiler.encoders import InputEncoder, OutputEncoder
+from compiler.errors import ModelFileError
+from compiler.model import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
+from craft.bases import BasisDirection, VectorSpaceWithBasis
+
+
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON text: sorted keys, no insignificant whitespace."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+# -- tagged values ------------------------------------------------------------------------------
+
+
+def encode_value(value: Any) -> list:
+    """A hashable token/output value as tagged JSON data (see the module docstring)."""
+    if value is None:
+        return ["none"]
+    if isinstance(value, (bool, np.bool_)):
+        return ["bool", bool(value)]
+    if isinstance(value, str):
+        return ["str", value]
+    if isinstance(value, numbers.Integral):
+        return ["int", int(value)]
+    if isinstance(value, numbers.Real):
+        return ["float", float(value).hex()]
+    if isinstance(value, tuple):
+        return ["tuple", [encode_value(v) for v in value]]
+    if isinstance(value, frozenset):
+        items = sorted((encode_value(v) for v in value), key=canonical_json)
+        return ["frozenset", items]
+    raise ModelFileError(
+        f"cannot store the value {value!r} of type {type(value).__name__} in a model file; "
+        "tokens and s-op values must be str, int, float, bool, None, tuples or frozensets of them"
+    )
+
+
+def decode_value(data: Any) -> Hashable:
+    """Inverse of `encode_value`."""
+    if not isinstance(data, list) or not data or not isinstance(data[0], str):
+        raise ValueError(f"not a tagged value: {data!r}")
+    tag, rest = data[0], data[1:]
+    if tag == "none" and not rest:
+        return None
+    if len(rest) != 1:
+        raise ValueError(f"tagged value {data!r} must have exactly one payload")
+    payload = rest[0]
+    decoders = {
+        "bool": lambda p: _typed(p, bool),
+        "str": lambda p: _typed(p, str),
+        "int": lambda p: _typed(p, int),
+        "float": lambda p: float.fromhex(_typed(p, str)),
+        "tuple": lambda p: tuple(decode_value(v) for v in _typed(p, list)),
+        "frozenset": lambda p: frozenset(decode_value(v) for v in _typed(p, list)),
+    }
+    if tag not in decoders:
+        raise ValueError(f"unknown value tag {tag!r}")
+    return decoders[tag](payload)
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if kind is int and isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if not isinstance(value, kind):
+        raise ValueError(f"expected {kind.__name__}, got {value!r}")
+    return value
+
+
+# -- config -------------------------------------------------------------------------------------
+
+
+def _optional_ints(values: tuple[int, ...] | None) -> list[int] | None:
+    return None if values is None else [int(v) for v in values]
+
+
+def sparse_to_json(spec: SparseLinear) -> dict:
+    return {
+        "shape": [int(n) for n in spec.shape],
+        "in_idx": _optional_ints(spec.in_idx),
+        "out_idx": _optional_ints(spec.out_idx),
+        "rows": _optional_ints(spec.rows),
+        "cols": _optional_ints(spec.cols),
+    }
+
+
+def _int_tuple(values: Any) -> tuple[int, ...] | None:
+    if values is None:
+        return None
+    return tuple(_typed(v, int) for v in _typed(values, list))
+
+
+def sparse_from_json(data: dict) -> SparseLinear:
+    shape = _int_tuple(data["shape"])
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"a weight shape must have two entries, got {data['shape']!r}")
+    return SparseLinear(
+        shape=shape,
+        in_idx=_int_tuple(data["in_idx"]),
+        out_idx=_int_tuple(data["out_idx"]),
+        rows=_int_tuple(data["rows"]),
+        cols=_int_tuple(data["cols"]),
+    )
+
+
+def _layer_to_json(layer: LayerSpec) -> dict:
+    if isinstance(layer, AttentionSpec):
+        heads = [
+            {name: sparse_to_json(getattr(head, name)) for name in ("w_q", "w_k", "w_v", "w_o")}
+            for head in layer.heads
+        ]
+        return {"kind": "attention", "heads": heads}
+    return {
+        "kind": "mlp",
+        "w_in": sparse_to_json(layer.w_in),
+        "w_out": sparse_to_json(layer.w_out),
+        "activation": layer.activation,
+    }
+
+
+def _layer_from_json(data: dict) -> LayerSpec:
+    if data["kind"] == "attention":
+        heads = tuple(
+            HeadSpec(*(sparse_from_json(head[name]) for name in ("w_q", "w_k", "w_v", "w_o")))
+            for head in data["heads"]
+        )
+        return AttentionSpec(heads)
+    if data["kind"] == "mlp":
+        return MLPSpec(
+            sparse_from_json(data["w_in"]),
+            sparse_from_json(data["w_out"]),
+            _typed(data["activation"], str),
+        )
+    raise ValueError(f"unknown layer kind {data['kind']!r}")
+
+
+def config_to_json(config: ModelConfig) -> dict:
+    return {
+        "residual_labels": list(config.residual_labels),
+        "layers": [_layer_to_json(layer) for layer in config.layers],
+        "token_embed": sparse_to_json(config.token_embed),
+        "pos_embed": sparse_to_json(config.pos_embed),
+        "unembed": sparse_to_json(config.unembed),
+        "vocab_size": int(config.vocab_size),
+        "max_seq_len": int(config.max_seq_len),
+        "pad_id": int(config.pad_id),
+        "causal": bool(config.causal),
+        "numerical_output": bool(config.numerical_output),
+    }
+
+
+def config_from_json(data: dict) -> ModelConfig:
+    return ModelConfig(
+        residual_labels=tuple(_typed(label, str) for label in data["residual_labels"]),
+        layers=tuple(_layer_from_json(layer) for layer in data["layers"]),
+        token_embed=sparse_from_json(data["token_embed"]),
+        pos_embed=sparse_from_json(data["pos_embed"]),
+        unembed=sparse_from_json(data["unembed"]),
+        vocab_size=_typed(data["vocab_size"], int),
+        max_seq_len=_typed(data["max_seq_len"], int),
+        pad_id=_typed(data["pad_id"], int),
+        causal=_typed(data["causal"], bool),
+        numerical_output=_typed(data["numerical_output"], bool),
+    )
+
+
+# -- encoders and residual basis ----------------------------------------------------------------
+
+
+def input_encoder_to_json(encoder: InputEncoder) -> dict:
+    return {
+        "vocab": [encode_value(token) for token in encoder.vocab],
+        "bos": encode_value(encoder.bos),
+        "pad": encode_value(encoder.pad),
+        "max_seq_len": int(encoder.max_seq_len),
+    }
+
+
+def input_encoder_from_json(data: dict) -> InputEncoder:
+    return InputEncoder(
+        vocab=tuple(decode_value(token) for token in data["vocab"]),
+        bos=decode_value(data["bos"]),
+        pad=decode_value(data["pad"]),
+        max_seq_len=_typed(data["max_seq_len"], int),
+    )
+
+
+def output_encoder_to_json(encoder: OutputEncoder) -> dict:
+    values = None if encoder.values is None else [encode_value(v) for v in encoder.values]
+    return {"values": values, "bos": encode_value(encoder.bos)}
+
+
+def output_encoder_from_json(data: dict) -> OutputEncoder:
+    values = data["values"]
+    return OutputEncoder(
+        values=None if values is None else tuple(decode_value(v) for v in values),
+        bos=decode_value(data["bos"]),
+    )
+
+
+def residual_basis_to_json(space: VectorSpaceWithBasis) -> list[list]:
+    """Each direction as `[name]` (no value) or `[name, tagged value]`."""
+    return [
+        [d.name] if d.value is None else [d.name, encode_value(d.value)] for d in space.basis
+    ]
+
+
+def residual_basis_from_json(data: list) -> VectorSpaceWithBasis:
+    directions = []
+    for entry in data:
+        name = _typed(entry[0], str)
+        if len(entry) == 1:
+            directions.append(BasisDirection(name))
+        elif len(entry) == 2:
+            directions.append(BasisDirection(name, decode_value(entry[1])))
+        else:
+            raise ValueError(f"a residual direction has one or two entries, got {entry!r}")
+    return VectorSpaceWithBasis(tuple(directions))

@@ -1,0 +1,103 @@
+"""Text and JSON descriptions of a compiled model and of one run, for the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.compiled_model import ApplyResult, CompiledModel
+from compiler.model import AttentionSpec, MLPSpec
+from compiler.weights import parameter_counts
+
+# Entries whose change between two residual snapshots exceeds this count as changed.
+CHANGE_TOLERANCE = 1e-6
+
+
+def changed_entries(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Boolean mask of the entries that differ by more than `CHANGE_TOLERANCE`."""
+    return np.abs(np.asarray(after) - np.asarray(before)) > CHANGE_TOLERANCE
+
+
+def jsonable(value: Any) -> Any:
+    """Tokens and decoded values as JSON data (tuples and sets become lists)."""
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def model_summary(model: CompiledModel) -> dict[str, Any]:
+    """Layers, residual width, heads, MLP widths, parameter counts, labels and encoders."""
+    config = model.config
+    stored, nonzero = parameter_counts(model)
+    return {
+        "layers": config.num_layers,
+        "sublayers": [model.stage_names[i + 1] for i in range(len(config.layers))],
+        "residual_width": config.residual_width,
+        "heads": [len(layer.heads) for layer in config.layers if isinstance(layer, AttentionSpec)],
+        "mlp_hidden": [layer.w_in.shape[1] for layer in config.layers if isinstance(layer, MLPSpec)],
+        "parameters": {"total": stored, "nonzero": nonzero},
+        "labels": list(config.residual_labels),
+        "vocab": jsonable(list(model.input_encoder.vocab)),
+        "bos": jsonable(model.input_encoder.bos),
+        "pad": jsonable(model.input_encoder.pad),
+        "max_seq_len": config.max_seq_len,
+        "causal": config.causal,
+        "output": "numerical" if config.numerical_output else "categorical",
+    }
+
+
+def format_value(value: Any) -> str:
+    """A decoded value for printing: floats to 6 significant digits, `None` as `None`."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    lines = [
+        f"layers: {summary['layers']} ({len(summary['sublayers'])} sub-layers), "
+        f"residual width {summary['residual_width']}, heads per layer {summary['heads']}, "
+        f"MLP widths {summary['mlp_hidden']}",
+        f"parameters: {summary['parameters']['total']} stored, {summary['parameters']['nonzero']} non-zero",
+        f"vocab: {' '.join(format_value(v) for v in summary['vocab'])}   max_seq_len: "
+        f"{summary['max_seq_len']}   causal: {'yes' if summary['causal'] else 'no'}   "
+        f"output: {summary['output']}",
+        f"residual labels: {', '.join(summary['labels'])}",
+    ]
+    return "\n".join(lines)
+
+
+def _cell(value: float) -> str:
+    return "." if value == 0 else f"{value:.4g}"
+
+
+def residual_table(result: ApplyResult, tokens: Sequence[Hashable]) -> str:
+    """Per snapshot (embedding, each sub-layer): the non-zero residual rows by position.
+
+    Zeros print as `.`; a `*` marks the rows the sub-layer changed.
+    """
+    header_tokens = [format_value(t) for t in tokens]
+    labels = result.residuals[0].labels
+    label_width = max(len(label) for label in labels) + 2
+    blocks = []
+    previous = None
+    for snapshot in result.residuals:
+        values = snapshot.values.T  # [D, T]
+        changed = (
+            np.zeros(len(labels), bool) if previous is None else changed_entries(previous, values).any(axis=1)
+        )
+        cells = [[_cell(v) for v in row] for row in values]
+        width = max([len(c) for row in cells for c in row] + [len(t) for t in header_tokens]) + 1
+        shown = [i for i in range(len(labels)) if np.any(values[i] != 0)]
+        lines = [f"== {snapshot.name} ({len(labels) - len(shown)} all-zero rows hidden)"]
+        lines.append(" " * (label_width + 2) + "".join(t.rjust(width) for t in header_tokens))
+        for i in shown:
+            mark = "*" if changed[i] else " "
+            lines.append(f"{mark} {labels[i].ljust(label_width)}" + "".join(c.rjust(width) for c in cells[i]))
+        blocks.append("\n".join(lines))
+        previous = values
+    return "\n".join(blocks)
