@@ -137,7 +137,7 @@ def _run(args: argparse.Namespace) -> int:
 
         loaded = read_model_file(args.load)
         model, source, default_input = loaded.model, loaded.source, None
-        report["program"] = loaded.program_label
+        report["program"] = label = loaded.program_label
     else:
         program, source, vocab, max_seq_len, default_input = _program(args)
         if args.validate_only:
@@ -153,11 +153,14 @@ def _run(args: argparse.Namespace) -> int:
             compiler_pad=args.pad,
             mlp_exactness=args.mlp_exactness,
         )
-        report["program"] = program.label
-    return _outputs(model, args, report, source, default_input)
+        report["program"] = label = program.label
+    return _outputs(model, args, report, (source, label), default_input)
 
 
-def _outputs(model: Any, args: argparse.Namespace, report: dict, source: str | None, default_input: tuple | None) -> int:
+def _outputs(
+    model: Any, args: argparse.Namespace, report: dict, program: tuple[str | None, str | None], default_input: tuple | None
+) -> int:
+    """Summary, saving, running and pictures; `program` is (source text, label) for saving."""
     from compiler.summary import format_value, jsonable, model_summary, residual_table, summary_text
 
     report.update(model_summary(model))
@@ -165,7 +168,7 @@ def _outputs(model: Any, args: argparse.Namespace, report: dict, source: str | N
     if args.out:
         from compiler.files import save_model
 
-        path = save_model(model, args.out, source=source)
+        path = save_model(model, args.out, source=program[0], label=program[1])
         report["saved"] = str(path)
         text.append(f"saved model to {path} ({path.stat().st_size} bytes)")
     tokens = None

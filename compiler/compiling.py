@@ -25,6 +25,7 @@ from compiler.validate import check_graph
 from compiler.values import infer_values
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
 from craft.blocks import SeriesWithResiduals, combine_in_parallel
+from craft.chamber.numerical_mlp import MIN_SHARPNESS
 from rasp import rasp
 
 # Tracr's special token names, the defaults of `compile_rasp_to_model`.
@@ -127,8 +128,11 @@ def compile_rasp(
     and `InvalidInputError` for bad arguments.
     """
     tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
-    if not isinstance(mlp_exactness, (int, float)) or mlp_exactness <= 0:
-        raise InvalidInputError(f"mlp_exactness must be a positive number, got {mlp_exactness!r}")
+    if not isinstance(mlp_exactness, (int, float)) or not mlp_exactness >= MIN_SHARPNESS:
+        raise InvalidInputError(
+            f"mlp_exactness must be a number >= {MIN_SHARPNESS:g} (the sharpness of numerical "
+            f"MLP ramps), got {mlp_exactness!r}"
+        )
     graph = g.trace(program)
     infer_values(graph, tokens, max_seq_len)
     problems = check_graph(graph, causal)

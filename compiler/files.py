@@ -89,8 +89,9 @@ def _content_hash(model_json: str, weights_sha256: str) -> str:
     return digest.hexdigest()
 
 
-def _description(model: CompiledModel, source: str | None) -> dict:
-    label = getattr(model.program, "label", None)
+def _description(model: CompiledModel, source: str | None, label: str | None) -> dict:
+    if label is None:
+        label = getattr(model.program, "label", None)
     return {
         "config": serialize.config_to_json(model.config),
         "input_encoder": serialize.input_encoder_to_json(model.input_encoder),
@@ -100,10 +101,10 @@ def _description(model: CompiledModel, source: str | None) -> dict:
     }
 
 
-def model_bytes(model: CompiledModel, source: str | None = None) -> bytes:
+def model_bytes(model: CompiledModel, source: str | None = None, label: str | None = None) -> bytes:
     """The file contents `save_model` writes."""
     tensors = _tensors(model)
-    model_json = serialize.canonical_json(_description(model, source))
+    model_json = serialize.canonical_json(_description(model, source, label))
     weights_sha256 = _weights_hash(tensors)
     metadata = {
         "format": FORMAT,
@@ -116,14 +117,17 @@ def model_bytes(model: CompiledModel, source: str | None = None) -> bytes:
     return safetensors.numpy.save(tensors, metadata=metadata)
 
 
-def save_model(model: CompiledModel, path: PathLike, *, source: str | None = None) -> pathlib.Path:
+def save_model(
+    model: CompiledModel, path: PathLike, *, source: str | None = None, label: str | None = None
+) -> pathlib.Path:
     """Write `model` to `path` atomically (temporary file in the same folder, then rename).
 
-    `source` is the program's source text to keep in the file (see `program_source`).
+    `source` is the program's source text to keep in the file (see `program_source`); `label`
+    the program's name (default: the label of `model.program`, if any).
     Raises `ModelFileError` if a token or s-op value has a type the format cannot store.
     """
     path = pathlib.Path(path)
-    data = model_bytes(model, source)
+    data = model_bytes(model, source, label)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         with os.fdopen(handle, "wb") as stream:

@@ -67,7 +67,7 @@ def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
             "that selects nothing); a numerical direction cannot hold None. Give the Aggregate a "
             "selector that always selects, or keep this Map categorical"
         )
-    if rasp.is_numerical(expr) and _nullable(graph, expr.label):
+    elif rasp.is_numerical(expr) and _nullable(graph, expr.label):
         problems.append(
             f"{expr.label}: numerical Map whose function returns None; return a number instead"
         )
@@ -92,7 +92,7 @@ def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) ->
             f"{expr.label}: numerical SequenceMap of an input that can be None; a numerical "
             "direction cannot hold None. Keep it categorical or make the inputs never None"
         )
-    if rasp.is_numerical(expr) and _nullable(graph, expr.label):
+    elif rasp.is_numerical(expr) and _nullable(graph, expr.label):
         problems.append(
             f"{expr.label}: numerical SequenceMap whose function returns None; return a number"
         )

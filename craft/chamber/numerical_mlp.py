@@ -3,25 +3,31 @@
 Construction ("discretising" piecewise-linear MLP). Let x_0 < x_1 < ... < x_{m-1} be the distinct
 input values and T_j the target written for x_j (the number f(x_j), or the one-hot of f(x_j) for a
 categorical output). A ramp is placed only between neighbours whose targets differ: for such a pair
-(x_{i-1}, x_i) with gap g_i = x_i - x_{i-1} and midpoint b_i, the slope is s_i = exactness / g_i and
+(x_{i-1}, x_i) with gap g_i and midpoint b_i, with sharpness k_i and slope s_i = k_i / g_i,
 
-    step_i(x) = relu(s_i (x - b_i) + 1/2) - relu(s_i (x - b_i) - 1/2)   (0 below, 1 above, width 1/s_i)
+    step_i(x) = relu(s_i (x - c_i) + 1/2) - relu(s_i (x - c_i) - 1/2)   (0 below, 1 above, width 1/s_i)
 
-The output is T_0 + sum_i (T_i - T_{i-1}) step_i(x). The constant T_0 goes through a hidden unit
-`relu(one - large * bos)`. Hidden width: 1 + 2 * (number of value changes), so a function that is
-constant over long runs of inputs costs little.
+where the centre c_i is b_i moved by at most half a ramp width so that s_i c_i is an integer: the
+pair's biases are then exactly -s_i c_i +- 1/2 in float32 and a saturated ramp contributes exactly 1.
+The output is T_0 + sum_i (T_i - T_{i-1}) step_i(x); the constant T_0 goes through a hidden unit
+`relu(one - large * bos)`. Hidden width: 1 + 2 * (number of value changes).
 
-Exactness (requires exactness >= 1). Ramp i is flat (exactly 0 or 1) at distance >= g_i / (2 exactness)
-from its midpoint, and its neighbouring values are g_i / 2 away. Hence the MLP writes exactly T_j (up
-to float rounding of the telescoping sum) for every input x with
+Sharpness. k_i = exactness, lowered where the ramp's largest pre-activation over the value set
+(k_i * reach_i / g_i, reach_i the distance from b_i to the farthest value) would exceed
+`MAX_PRE_ACTIVATION`, but never below `MIN_SHARPNESS` = 4. Saturated ramps feed those
+pre-activations to the second layer, where float32 rounding turns them into output error; the cap
+keeps numerical outputs within ~1e-4 even on dense value sets (means over 32 positions).
 
-    |x - x_j| <= (g / 2) * (1 - 1 / exactness),   g the gap to the nearest value with another target,
+Exactness (requires exactness >= 4). Ramp i is flat (exactly 0 or 1) beyond g_i / k_i of b_i
+(half a width plus the centring shift). Hence the MLP writes exactly T_j (up to float rounding of
+the telescoping sum) for every input x with
+
+    |x - x_j| <= (g / 2) * (1 - 2 / k),   g and k of the nearest ramp (window >= g / 4),
 
 in particular on every x_j itself. Inside a ramp (only reachable by inputs off the value set) the
-output interpolates linearly between neighbouring targets. Pre-activations reach
-exactness * max|x| / g_i, so ramps between values closer than `MIN_RESOLVABLE_GAP` (relative to
-the input scale) cannot be resolved by a float32 model; such value sets raise ValueError naming
-the two values.
+output interpolates linearly between neighbouring targets. Values closer than `MIN_RESOLVABLE_GAP`
+(relative to the input scale) that need different outputs cannot be separated by a float32 model;
+such value sets raise ValueError naming the two values.
 
 BOS: every hidden unit with a bias from `one` also gets weight -(|bias| + 1) from the BOS
 direction; the numerical input is 0 at BOS (BOS-zero invariant), so all units are off there and
@@ -43,6 +49,15 @@ from craft.maps import LinearMap
 # Smallest gap, relative to max(1, max|x|), between two inputs with different targets that a
 # float32 model separates reliably (float32 resolves about 1.2e-7 relative).
 MIN_RESOLVABLE_GAP = 1e-5
+
+# Largest ramp pre-activation (in ramp widths) the construction aims for. Saturated ramps carry
+# pre-activations up to this size into the second layer, where float32 rounding at ~6e-8 of it
+# becomes output error; 256 keeps the error below ~1e-4 even for means over 32 positions.
+MAX_PRE_ACTIVATION = 256.0
+
+# Smallest ramp sharpness: with ramps centred on an integer pre-activation (a shift of up to half a
+# ramp width), k >= 4 leaves every value at least a quarter gap away from its neighbouring ramps.
+MIN_SHARPNESS = 4.0
 
 
 def _sorted_inputs(input_value_set: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -84,8 +99,8 @@ def _discretising_mlp(
     _check_single(input_space, "input_space")
     _check_single(one_space, "one_space")
     _check_single(bos_space, "bos_space")
-    if not exactness >= 1:
-        raise ValueError(f"exactness must be >= 1, got {exactness}")
+    if not exactness >= MIN_SHARPNESS:
+        raise ValueError(f"exactness must be >= {MIN_SHARPNESS:g}, got {exactness}")
     deltas = np.diff(targets, axis=0)  # T_i - T_{i-1}, (m - 1, d_out)
     changes = np.flatnonzero(np.any(deltas != 0, axis=1))  # ramp i sits between xs[i], xs[i+1]
     gaps = xs[changes + 1] - xs[changes]
@@ -109,10 +124,19 @@ def _discretising_mlp(
     first = np.zeros((in_space.num_dims, hidden.num_dims))
     first[one_row, 0] = 1.0
     if changes.size:
-        slopes = exactness / gaps
         mids = (xs[changes] + xs[changes + 1]) / 2
+        # Sharpness k_i = exactness, lowered where the ramp's largest pre-activation over the
+        # value set (k_i * reach / g_i) would pass MAX_PRE_ACTIVATION, never below 2.
+        reach = np.maximum(np.abs(xs[-1] - mids), np.abs(xs[0] - mids))
+        sharpness = np.clip(MAX_PRE_ACTIVATION * gaps / reach, MIN_SHARPNESS, exactness)
+        slopes = (sharpness / gaps).astype(np.float32).astype(np.float64)
+        # Centre each ramp on an integer pre-activation: the pair's biases are then c + 1/2 and
+        # c - 1/2 exactly in float32, so a saturated ramp contributes exactly 1 (float rounding of
+        # slope * x + bias is the same for both units of the pair). The shift of at most half a
+        # ramp width keeps every value of the set outside the ramp for exactness >= 2.
+        centres = np.round(-slopes * mids)
         offsets = np.array([0.5, -0.5])
-        biases = (-slopes * mids)[:, None] + offsets[None, :]
+        biases = centres[:, None] + offsets[None, :]
         first[x_row, 1:] = np.repeat(slopes, 2)
         first[one_row, 1:] = biases.ravel()
     first[bos_row, :] = -(np.abs(first[one_row, :]) + 1.0)

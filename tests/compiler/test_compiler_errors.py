@@ -1,0 +1,179 @@
+"""Every invalid program and every bad input gets a clear error naming what is wrong."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from compiler import (
+    InvalidInputError,
+    UnsupportedProgramError,
+    ValueInferenceError,
+    compile_rasp,
+    validate,
+)
+from rasp import lib, rasp
+
+VOCAB = {1, 2, 3}
+
+
+def _problems(program: rasp.SOp, causal: bool = False, vocab=VOCAB, max_seq_len: int = 4) -> list[str]:
+    problems = validate(program, vocab, max_seq_len, causal=causal)
+    with pytest.raises(UnsupportedProgramError) as raised:
+        compile_rasp(program, vocab, max_seq_len, causal=causal)
+    assert list(raised.value.problems) == problems
+    return problems
+
+
+def test_program_without_tokens_is_refused():
+    program = rasp.Map(lambda i: i + 1, rasp.indices).named("shifted")
+    (problem,) = _problems(program)
+    assert "shifted" in problem and "tokens" in problem
+
+
+def test_categorical_aggregate_with_default_is_refused():
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT)
+    program = rasp.Aggregate(select, rasp.tokens, default=0).named("prev_token")
+    (problem,) = _problems(program)
+    assert "prev_token" in problem and "default=0" in problem and "None" in problem
+
+
+def test_numerical_aggregate_with_nonzero_default_is_refused():
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT)
+    values = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens))
+    program = rasp.numerical(rasp.Aggregate(select, values, default=1)).named("mean_before")
+    (problem,) = _problems(program)
+    assert "mean_before" in problem and "default=1" in problem and "default=0" in problem
+
+
+def test_default_is_irrelevant_when_the_selector_always_selects():
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ)
+    values = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens))
+    program = rasp.numerical(rasp.Aggregate(select, values, default=7))
+    assert validate(program, VOCAB, 4) == []
+
+
+def test_categorical_aggregate_of_numerical_sop_is_refused():
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ)
+    values = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)).named("num_tokens")
+    program = rasp.Aggregate(select, values).named("cat_mean")
+    (problem,) = _problems(program)
+    assert "cat_mean" in problem and "num_tokens" in problem and "average" in problem
+
+
+def test_numerical_selector_input_is_refused():
+    keys = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)).named("num_keys")
+    select = rasp.Select(keys, rasp.tokens, rasp.Comparison.EQ)
+    program = rasp.Aggregate(select, rasp.tokens).named("copy")
+    problems = _problems(program)
+    assert any("num_keys" in p and "categorical" in p for p in problems)
+
+
+def test_or_of_selectors_over_different_sops_is_refused_with_rewrite_advice():
+    by_token = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)
+    by_index = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT)
+    program = rasp.SelectorWidth(rasp.SelectorOr(by_token, by_index)).named("either")
+    (problem,) = _problems(program)
+    assert "either" in problem and "SequenceMap" in problem and "product" in problem
+
+
+def test_causal_program_reading_later_positions_is_refused():
+    program = lib.make_length()
+    (problem,) = _problems(program, causal=True)
+    assert "length" in problem and "causal" in problem
+    assert validate(program, VOCAB, 4, causal=False) == []
+
+
+def test_none_into_numerical_map_is_refused():
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT)
+    previous = rasp.Aggregate(select, rasp.tokens).named("previous")  # None at position 0
+    program = rasp.numerical(rasp.Map(lambda t: t * 2, previous)).named("doubled")
+    (problem,) = _problems(program)
+    assert "doubled" in problem and "None" in problem
+
+
+def test_negated_selector_over_nullable_sop_is_refused():
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT)
+    previous = rasp.Aggregate(select, rasp.tokens).named("previous")
+    negated = ~rasp.Select(previous, rasp.tokens, rasp.Comparison.EQ)
+    program = rasp.SelectorWidth(negated).named("count_other")
+    (problem,) = _problems(program)
+    assert "count_other" in problem and "not" in problem
+
+
+def test_every_problem_is_listed_at_once():
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT)
+    first = rasp.Aggregate(select, rasp.tokens, default=1).named("first_bad")
+    values = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens))
+    second = rasp.numerical(rasp.Aggregate(select, values, default=5)).named("second_bad")
+    program = rasp.SequenceMap(lambda a, b: (a, b), first, rasp.Map(lambda x: x > 1, second))
+    problems = _problems(program)
+    assert any("first_bad" in p for p in problems) and any("second_bad" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    "function,needle",
+    [
+        (lambda t: 1 // (t - 2), "ZeroDivisionError"),
+        (lambda t: [t], "unhashable"),
+        (lambda t: math.nan, "NaN"),
+    ],
+    ids=["raises", "unhashable", "nan"],
+)
+def test_value_inference_errors_name_the_sop(function, needle):
+    program = rasp.Map(function, rasp.tokens).named("bad_map")
+    with pytest.raises(ValueInferenceError, match=needle) as raised:
+        compile_rasp(program, VOCAB, 4)
+    assert "bad_map" in str(raised.value)
+    assert validate(program, VOCAB, 4) == [str(raised.value)]
+
+
+def test_exploding_value_set_names_size_and_advice():
+    wide = rasp.numerical(rasp.Map(lambda t: t * 1.37 + 0.01 * t * t, rasp.tokens))
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ)
+    program = rasp.numerical(rasp.Aggregate(select, wide, default=0)).named("means")
+    with pytest.raises(ValueInferenceError, match="means") as raised:
+        compile_rasp(program, set(range(40)), 30)
+    assert "100000" in str(raised.value) and "max_seq_len" in str(raised.value)
+
+
+def test_bad_inputs_are_rejected_with_the_token_or_length():
+    model = compile_rasp(lib.make_reverse(rasp.tokens), VOCAB, 4)
+    with pytest.raises(InvalidInputError, match="9"):
+        model.apply(["BOS", 1, 9])
+    with pytest.raises(InvalidInputError, match="max_seq_len=4"):
+        model.apply(["BOS", 1, 2, 3, 1, 2])
+    with pytest.raises(InvalidInputError, match="BOS"):
+        model.apply([1, 2, 3])
+    with pytest.raises(InvalidInputError, match="position 2"):
+        model.apply(["BOS", 1, "BOS"])
+
+
+@pytest.mark.parametrize("special", ["compiler_bos", "compiler_pad"])
+def test_special_tokens_inside_the_vocab_are_rejected(special):
+    kwargs = {special: 1}
+    with pytest.raises(InvalidInputError, match=special):
+        compile_rasp(lib.make_length(), VOCAB, 4, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "vocab,max_seq_len,needle",
+    [("abc", 4, "string"), (set(), 4, "empty"), (VOCAB, 0, "max_seq_len")],
+)
+def test_bad_arguments(vocab, max_seq_len, needle):
+    with pytest.raises(InvalidInputError, match=needle):
+        compile_rasp(lib.make_length(), vocab, max_seq_len)
+
+
+def test_two_expressions_sharing_a_label_are_rejected():
+    first = rasp.Map(lambda t: t + 1, rasp.tokens).named("same")
+    second = rasp.Map(lambda t: t + 2, rasp.tokens).named("same")
+    program = rasp.SequenceMap(lambda a, b: a + b, first, second)
+    (problem,) = _problems(program)
+    assert "same" in problem and "distinct" in problem
+
+
+def test_selector_as_program_is_rejected():
+    with pytest.raises(UnsupportedProgramError, match="s-op"):
+        compile_rasp(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ), VOCAB, 4)
