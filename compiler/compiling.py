@@ -82,17 +82,22 @@ def _embeddings(
     token = np.zeros((encoder.vocab_size, residual.num_dims), dtype=np.float32)
     position = np.zeros((max_seq_len + 1, residual.num_dims), dtype=np.float32)
     one = residual.index(ONE)
-    for token_value, token_id in encoder.token_to_id.items():
-        token[token_id, residual.index(BasisDirection("tokens", token_value))] = 1.0
-        token[token_id, one] = 1.0
+    token[:, one] = 1.0
+    token[encoder.bos_id, residual.index(BasisDirection("tokens", encoder.bos))] = 1.0
+    token[encoder.pad_id, residual.index(BasisDirection("tokens", encoder.pad))] = 1.0
     bos_id = encoder.bos_id
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
         kind, expr = node[g.KIND], node[g.EXPR]
         numerical = rasp.is_numerical(expr)
-        if kind == "indices":
+        if kind == "tokens":
+            for token_value in encoder.vocab:
+                column, value = _direction(residual, label, token_value, numerical)
+                token[encoder.token_to_id[token_value], column] = value
+        elif kind == "indices":
             for i in range(max_seq_len):
-                position[i + 1, residual.index(BasisDirection("indices", i))] = 1.0
+                column, value = _direction(residual, label, i, numerical)
+                position[i + 1, column] = value
         elif kind == "full" and expr.fill is not None:
             column, value = _direction(residual, label, expr.fill, numerical)
             rows = [i for i in range(encoder.vocab_size) if i not in (bos_id,)]
