@@ -37,7 +37,6 @@ FORMAT = "tracr-compile-model"
 FORMAT_VERSION = 1
 # A header longer than this is not one we wrote (the JSON of large compiled models is a few MB).
 MAX_HEADER_BYTES = 1 << 30
-_DTYPE_BYTES = {"F32": 4}
 
 PathLike = str | os.PathLike
 
@@ -114,7 +113,23 @@ def model_bytes(model: CompiledModel, source: str | None = None, label: str | No
         "weights_sha256": weights_sha256,
         "content_sha256": _content_hash(model_json, weights_sha256),
     }
-    return safetensors.numpy.save(tensors, metadata=metadata)
+    return _safetensors_bytes(tensors, metadata)
+
+
+def _safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
+    """The safetensors layout with a sorted header and tensors in name order, so equal models
+    give equal bytes (the reference writer orders its metadata arbitrarily)."""
+    header: dict[str, Any] = {"__metadata__": metadata}
+    chunks = []
+    offset = 0
+    for name in sorted(tensors):
+        raw = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = serialize.canonical_json(header).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the format pads the header to a multiple of 8 bytes
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
 
 
 def save_model(

@@ -1,0 +1,111 @@
+"""`compiler.cli.main` in-process: argument parsing and the failure paths, one line each."""
+
+from __future__ import annotations
+
+import pytest
+from cli_helpers import PROGRAM_FILE
+
+from compiler.cli import main
+from compiler.cli_args import UsageError, parse_input, parse_token, parse_vocab
+
+
+@pytest.fixture()
+def prog(tmp_path) -> str:
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM_FILE, encoding="utf-8")
+    return str(path)
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("a,b, c", ("a", "b", "c")),
+        ("1,2,10", (1, 2, 10)),
+        ("1,b", ("1", "b")),
+        ("0..3", (0, 1, 2, 3)),
+        ("-1 .. 1", (-1, 0, 1)),
+        ('["x", 1, true, [1, 2]]', ("x", 1, True, (1, 2))),
+    ],
+)
+def test_parse_vocab(text, tokens) -> None:
+    assert parse_vocab(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["", "3..1", "a,,b", "[1, 2", "[]", '[{"a": 1}]'])
+def test_parse_vocab_refuses(text) -> None:
+    with pytest.raises(UsageError):
+        parse_vocab(text)
+
+
+def test_parse_tokens_follow_the_vocab_types() -> None:
+    assert parse_token("3", {1, 3}) == 3
+    assert parse_token("3", {"3"}) == "3"
+    assert parse_token("true", {True, False}) is True
+    assert parse_token("zzz", {1}) == "zzz"
+    assert parse_input("1 3", (1, 3), "BOS", "PAD") == ["BOS", 1, 3]
+    assert parse_input("BOS 1 PAD", (1, 3), "BOS", "PAD") == ["BOS", 1, "PAD"]
+
+
+def test_help_lists_every_flag_and_exits_0(capsys) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for flag in ("--example", "--list-examples", "--load", "--vocab", "--max-seq-len", "--causal", "--bos",
+                 "--pad", "--mlp-exactness", "--validate-only", "--out", "--input", "--plot", "--json", "--debug"):
+        assert flag in out
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--example", "nope"], "unknown example 'nope'"),
+        (["--example", "hist", "--max-seq-len", "many"], "invalid int value"),
+        (["--example", "hist", "--max-seq-len", "0"], "at least 1"),
+        (["--example", "hist", "--vocab", "[1, 2"], "not a valid JSON list"),
+        (["--example", "hist", "--vocab", "a,b", "--plot", "x.png"], "--plot needs --input"),
+        (["--example", "hist", "--load", "m.safetensors"], "exactly one of"),
+        (["--load", "m.safetensors", "--vocab", "a"], "only apply when compiling"),
+        (["--example", "hist", "--no-such-flag"], "unrecognized arguments"),
+        (["{prog}:not_a_program", "--vocab", "1", "--max-seq-len", "2"], "not a RASP s-op"),
+        (["{prog}:missing", "--vocab", "1", "--max-seq-len", "2"], "no module-level name 'missing'"),
+        (["{prog}:doubled"], "needs --vocab and --max-seq-len"),
+        (["nowhere.py:x", "--vocab", "1", "--max-seq-len", "2"], "does not exist"),
+        (["just_a_name", "--vocab", "1", "--max-seq-len", "2"], "path/to/file.py:name"),
+    ],
+)
+def test_usage_errors_exit_2(args, fragment, prog, capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main([a.format(prog=prog) for a in args]) == 2
+    line = _error_line(capsys)
+    assert line.startswith("tracr-compile: usage error: ") and fragment in line
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["{prog}:unsupported", "--vocab", "1,2,3", "--max-seq-len", "3"], "cannot be compiled exactly"),
+        (["{prog}:broken", "--vocab", "1,2", "--max-seq-len", "3"], "the builder is broken"),
+        (["--example", "hist", "--input", "BOS a z"], "token 'z'"),
+        (["--example", "hist", "--causal"], "causal"),
+        (["--example", "hist", "--bos", "a"], "also a vocabulary token"),
+        (["--load", "{tmp}/garbage.safetensors"], "not a tracr-compile model file"),
+    ],
+)
+def test_program_errors_exit_1(args, fragment, prog, capsys, tmp_path) -> None:
+    (tmp_path / "garbage.safetensors").write_bytes(b"not a model at all, just some bytes")
+    assert main([a.format(prog=prog, tmp=tmp_path) for a in args]) == 1
+    line = _error_line(capsys)
+    assert line.startswith("tracr-compile: error: ") and fragment in line
+
+
+def test_validate_only_json(prog, capsys) -> None:
+    assert main([f"{prog}:unsupported", "--vocab", "1,2", "--max-seq-len", "2", "--validate-only", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert '"ok": false' in captured.out
+    assert captured.err.count("tracr-compile: problem: ") >= 1
