@@ -27,6 +27,10 @@ from rasp import rasp
 # residual stream and the MLPs reading the s-op would be impractically large.
 MAX_VALUE_SET_SIZE = 100_000
 
+# Most pairwise sums `bag_means` builds in one step (a sumset table); a dense float value set
+# beyond it would take minutes to enumerate and almost surely exceed MAX_VALUE_SET_SIZE anyway.
+MAX_SUMSET_WORK = 4_000_000
+
 
 def infer_values(graph: nx.DiGraph, vocab: Iterable[Any], max_seq_len: int) -> None:
     """Annotate every s-op node of `graph` with `VALUE_SET` and `NULLABLE`."""
@@ -162,17 +166,32 @@ def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
         ) from error
     if base.size == 0:
         return set()
+    too_many = ValueInferenceError(
+        f"{expr.label}: means of up to {max_seq_len} values of {expr.sop.label} take more "
+        f"than {MAX_VALUE_SET_SIZE} distinct values; give {expr.sop.label} fewer or "
+        "integer-spaced values, or lower max_seq_len"
+    )
     means: set = set()
     sums = np.zeros(1)
     for n in range(1, max_seq_len + 1):
+        # Refuse before building the |sums| x |base| table when the answer is already known:
+        # a sumset of reals has at least |sums| + |base| - 1 elements, and the means already
+        # found only grow. (Without this, dense float value sets took minutes to refuse.)
+        if sums.size + base.size - 1 > MAX_VALUE_SET_SIZE or len(means) > MAX_VALUE_SET_SIZE:
+            raise too_many
+        if sums.size * base.size > MAX_SUMSET_WORK:
+            raise ValueInferenceError(
+                f"{expr.label}: enumerating the means of up to {max_seq_len} values of "
+                f"{expr.sop.label} ({base.size} distinct values) needs more than "
+                f"{MAX_SUMSET_WORK} sums; give {expr.sop.label} fewer or integer-spaced values, "
+                "or lower max_seq_len"
+            )
         sums = np.unique((sums[:, None] + base[None, :]).ravel())
         if sums.size > MAX_VALUE_SET_SIZE:
-            raise ValueInferenceError(
-                f"{expr.label}: means of up to {max_seq_len} values of {expr.sop.label} take more "
-                f"than {MAX_VALUE_SET_SIZE} distinct values; give {expr.sop.label} fewer or "
-                "integer-spaced values, or lower max_seq_len"
-            )
+            raise too_many
         means.update((sums / n).tolist())
+    if len(means) > MAX_VALUE_SET_SIZE:
+        raise too_many
     return means
 
 
