@@ -96,13 +96,11 @@ def _program(args: argparse.Namespace) -> tuple[Any, str | None, tuple[Hashable,
     """(s-op, source text, vocab, max_seq_len, default input) from a file or an example."""
     vocab = parse_vocab(args.vocab) if args.vocab is not None else None
     if args.example:
-        from compiler.files import program_source
-
         example = EXAMPLES[args.example]
         max_seq_len = args.max_seq_len or example.max_seq_len
         program = example.build(max_seq_len)
         default_input = example.example_input if vocab is None else None
-        return program, program_source(example.build), vocab or example.vocab, max_seq_len, default_input
+        return program, example.source(max_seq_len), vocab or example.vocab, max_seq_len, default_input
     if vocab is None or args.max_seq_len is None:
         raise UsageError("a program file needs --vocab and --max-seq-len")
     program, source = load_program(args.program)

@@ -1,11 +1,14 @@
 """Library programs the CLI can compile by name, with a vocabulary, length and input for each.
 
-`EXAMPLES[name].build(max_seq_len)` returns the s-op (a few programs depend on the length).
+Each example is one expression over `lib`, `rasp` and `max_seq_len` (a few programs depend on
+the length); `Example.build(max_seq_len)` evaluates it and `Example.source(max_seq_len)` is the
+text kept in saved model files.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Hashable
 
 from rasp import lib, rasp
@@ -16,111 +19,53 @@ class Example:
     """A library program with sensible defaults for compiling and running it."""
 
     name: str
-    build: Callable[[int], rasp.SOp]
+    call: str  # a Python expression over lib, rasp and max_seq_len
+    function: Callable  # the library function the expression calls
     vocab: tuple[Hashable, ...]
     max_seq_len: int
     example_input: tuple[Hashable, ...]  # without BOS
     description: str
 
+    def build(self, max_seq_len: int) -> rasp.SOp:
+        """The program's s-op for inputs of up to `max_seq_len` tokens."""
+        code = compile(self.call, f"<example {self.name}>", "eval")
+        return eval(code, {"lib": lib, "rasp": rasp, "max_seq_len": max_seq_len})  # noqa: S307 - fixed text
 
-def _fixed(make: Callable[[], rasp.SOp]) -> Callable[[int], rasp.SOp]:
-    """A builder that ignores `max_seq_len`."""
-    return lambda max_seq_len: make()
+    def source(self, max_seq_len: int) -> str:
+        """Python text that builds the program, followed by the library function's source."""
+        return (
+            f"from rasp import lib, rasp\n\nmax_seq_len = {max_seq_len}\nprogram = {self.call}\n\n"
+            f"# {self.function.__name__} in rasp/lib.py:\n" + inspect.getsource(self.function)
+        )
 
 
 _LETTERS = ("a", "b", "c")
 
 _ALL = (
-    Example(
-        "frac_prevs",
-        _fixed(lambda: lib.make_frac_prevs(rasp.tokens == "x")),
-        ("a", "b", "c", "x"),
-        5,
-        ("x", "a", "c", "x"),
-        "fraction of positions so far holding 'x' (numerical)",
-    ),
-    Example("length", _fixed(lib.make_length), _LETTERS, 5, ("a", "b", "c"), "input length"),
-    Example(
-        "reverse",
-        _fixed(lambda: lib.make_reverse(rasp.tokens)),
-        ("a", "b", "c", "d"),
-        5,
-        ("a", "b", "c", "d"),
-        "the tokens in reverse order",
-    ),
-    Example("hist", _fixed(lib.make_hist), _LETTERS, 5, ("a", "b", "a", "c"), "occurrences of each token"),
-    Example(
-        "sort_unique",
-        _fixed(lambda: lib.make_sort_unique(rasp.tokens, rasp.tokens)),
-        (1, 2, 3, 4, 5),
-        5,
-        (3, 1, 4, 2),
-        "distinct integer tokens in ascending order",
-    ),
-    Example(
-        "sort",
-        lambda n: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=n, min_key=1),
-        (0, 1, 2, 3),
-        5,
-        (2, 1, 2, 0),
-        "integer tokens in ascending order, duplicates allowed",
-    ),
-    Example(
-        "sort_freq",
-        lib.make_sort_freq,
-        _LETTERS,
-        5,
-        ("a", "b", "b", "c", "b"),
-        "tokens by descending frequency",
-    ),
-    Example(
-        "count_a",
-        _fixed(lambda: lib.make_count(rasp.tokens, "a")),
-        _LETTERS,
-        5,
-        ("a", "b", "a"),
-        "how many tokens are 'a'",
-    ),
-    Example(
-        "count_less_freq",
-        _fixed(lambda: lib.make_count_less_freq(1)),
-        _LETTERS,
-        5,
-        ("a", "b", "a", "c"),
-        "how many tokens occur at most once",
-    ),
-    Example(
-        "shift_by_1",
-        _fixed(lambda: lib.shift_by(1, rasp.tokens)),
-        _LETTERS,
-        5,
-        ("a", "b", "c"),
-        "the tokens moved one position right",
-    ),
-    Example(
-        "detect_abc",
-        _fixed(lambda: lib.detect_pattern(rasp.tokens, "abc")),
-        _LETTERS,
-        6,
-        ("a", "b", "c", "a", "b"),
-        "where the pattern a b c ends",
-    ),
-    Example(
-        "dyck1",
-        _fixed(lambda: lib.make_shuffle_dyck(["()"]).named("dyck1")),
-        ("(", ")"),
-        6,
-        ("(", "(", ")", ")"),
-        "balanced parentheses",
-    ),
-    Example(
-        "shuffle_dyck2",
-        _fixed(lib.make_shuffle_dyck2),
-        ("(", ")", "{", "}"),
-        6,
-        ("(", "{", ")", "}"),
-        "shuffle of balanced () and {}",
-    ),
+    Example("frac_prevs", 'lib.make_frac_prevs(rasp.tokens == "x")', lib.make_frac_prevs,
+            ("a", "b", "c", "x"), 5, ("x", "a", "c", "x"), "fraction of positions so far holding 'x' (numerical)"),
+    Example("length", "lib.make_length()", lib.make_length, _LETTERS, 5, ("a", "b", "c"), "input length"),
+    Example("reverse", "lib.make_reverse(rasp.tokens)", lib.make_reverse,
+            ("a", "b", "c", "d"), 5, ("a", "b", "c", "d"), "the tokens in reverse order"),
+    Example("hist", "lib.make_hist()", lib.make_hist, _LETTERS, 5, ("a", "b", "a", "c"), "occurrences of each token"),
+    Example("sort_unique", "lib.make_sort_unique(rasp.tokens, rasp.tokens)", lib.make_sort_unique,
+            (1, 2, 3, 4, 5), 5, (3, 1, 4, 2), "distinct integer tokens in ascending order"),
+    Example("sort", "lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=max_seq_len, min_key=1)", lib.make_sort,
+            (0, 1, 2, 3), 5, (2, 1, 2, 0), "integer tokens in ascending order, duplicates allowed"),
+    Example("sort_freq", "lib.make_sort_freq(max_seq_len)", lib.make_sort_freq,
+            _LETTERS, 5, ("a", "b", "b", "c", "b"), "tokens by descending frequency"),
+    Example("count_a", 'lib.make_count(rasp.tokens, "a")', lib.make_count,
+            _LETTERS, 5, ("a", "b", "a"), "how many tokens are 'a'"),
+    Example("count_less_freq", "lib.make_count_less_freq(1)", lib.make_count_less_freq,
+            _LETTERS, 5, ("a", "b", "a", "c"), "how many tokens occur at most once"),
+    Example("shift_by_1", "lib.shift_by(1, rasp.tokens)", lib.shift_by,
+            _LETTERS, 5, ("a", "b", "c"), "the tokens moved one position right"),
+    Example("detect_abc", 'lib.detect_pattern(rasp.tokens, "abc")', lib.detect_pattern,
+            _LETTERS, 6, ("a", "b", "c", "a", "b"), "where the pattern a b c ends"),
+    Example("dyck1", 'lib.make_shuffle_dyck(["()"]).named("dyck1")', lib.make_shuffle_dyck,
+            ("(", ")"), 6, ("(", "(", ")", ")"), "balanced parentheses"),
+    Example("shuffle_dyck2", "lib.make_shuffle_dyck2()", lib.make_shuffle_dyck2,
+            ("(", ")", "{", "}"), 6, ("(", "{", ")", "}"), "shuffle of balanced () and {}"),
 )
 
 EXAMPLES: dict[str, Example] = {example.name: example for example in _ALL}

@@ -109,3 +109,15 @@ def test_validate_only_json(prog, capsys) -> None:
     captured = capsys.readouterr()
     assert '"ok": false' in captured.out
     assert captured.err.count("tracr-compile: problem: ") >= 1
+
+
+def test_every_example_builds_and_evaluates_its_example_input() -> None:
+    from compiler.examples import EXAMPLES
+
+    for example in EXAMPLES.values():
+        program = example.build(example.max_seq_len)
+        assert len(program(list(example.example_input))) == len(example.example_input)
+        assert set(example.example_input) <= set(example.vocab)
+        assert len(example.example_input) <= example.max_seq_len
+        source = example.source(example.max_seq_len)
+        assert example.call in source and f"def {example.function.__name__}" in source

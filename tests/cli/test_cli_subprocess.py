@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from cli_helpers import PROGRAM_FILE, CliRun, run_cli
 
-from compiler.files import load_model
+from compiler.files import read_model_file
 
 FRAC_INPUT = "BOS x a c x"
 
@@ -72,8 +72,9 @@ def test_example_runs_prints_table_saves_and_plots(runs) -> None:
     assert "== layer 1 attn" in run.stdout and "* frac_prevs" in run.stdout
     for name in ("frac.png", "frac-attention.png", "frac-heads.png"):
         assert (workdir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    model = load_model(workdir / "frac.safetensors")
-    assert model.apply(FRAC_INPUT.split()).decoded[1:3] == [1.0, 0.5]
+    record = read_model_file(workdir / "frac.safetensors")
+    assert record.model.apply(FRAC_INPUT.split()).decoded[1:3] == [1.0, 0.5]
+    assert "lib.make_frac_prevs" in record.source and record.program_label == "frac_prevs"
 
 
 def test_load_runs_a_saved_model_and_adds_bos(runs) -> None:

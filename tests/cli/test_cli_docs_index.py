@@ -1,0 +1,15 @@
+"""docs/index.md links every page in docs/."""
+
+from __future__ import annotations
+
+import re
+
+from cli_helpers import REPO
+
+
+def test_index_links_every_docs_page() -> None:
+    docs = REPO / "docs"
+    index = (docs / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([^)#]+\.md)(?:#[^)]*)?\)", index))
+    pages = {path.name for path in docs.glob("*.md")} - {"index.md"}
+    assert pages <= linked, f"docs/index.md does not link {sorted(pages - linked)}"
