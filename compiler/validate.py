@@ -16,6 +16,7 @@ from compiler import graph as g
 from compiler import selectors
 from compiler.errors import CompilerError, UnsupportedProgramError
 from compiler.values import infer_values
+from craft.chamber import numerical_mlp
 from rasp import rasp
 
 
@@ -71,12 +72,43 @@ def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
         problems.append(
             f"{expr.label}: numerical Map whose function returns None; return a number instead"
         )
+    elif _encoding(graph, expr.inner.label) == "numerical":
+        problems += _check_resolvable(graph, expr.label, expr.f, expr.inner.label)
     return problems
+
+
+def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list[str]:
+    """A Map of a numerical s-op is a discretising MLP: its input values must be separable.
+
+    Neighbouring input values closer than float32 resolves (typically one real number that
+    float64 rounding turned into two floats, e.g. a mean of means) cannot get different outputs.
+    """
+    if _nullable(graph, inner) or not graph.nodes[inner][g.VALUE_SET]:
+        return []  # reported by the None checks; nothing to discretise
+    numerical_out = rasp.is_numerical(graph.nodes[label][g.EXPR])
+    outputs = None if numerical_out else sorted(graph.nodes[label][g.VALUE_SET], key=repr)
+    try:
+        pair = numerical_mlp.unresolvable_inputs(f, graph.nodes[inner][g.VALUE_SET], outputs)
+    except (TypeError, ValueError):
+        return []  # non-numeric values or a non-number result: reported by other checks
+    if pair is None:
+        return []
+    low, high = pair
+    return [
+        f"{label}: reads the numerical s-op {inner}, whose values {low!r} and {high!r} are only "
+        f"{high - low:.3g} apart (one number up to float rounding, or closer than a float32 "
+        "model resolves) but must give different results; round the values first, e.g. "
+        f"numerical(Map(lambda x: round(x, 4), {inner}))"
+    ]
 
 
 def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) -> list[str]:
     encodings = (_encoding(graph, expr.fst.label), _encoding(graph, expr.snd.label))
     problems = []
+    if expr.fst.label == expr.snd.label and encodings[0] == "numerical":
+        # f(x, x) of one numerical s-op is lowered as a discretising Map of it.
+        f = expr.f
+        problems += _check_resolvable(graph, expr.label, lambda x: f(x, x), expr.fst.label)
     linear_numerical = kind == "linear_sequence_map" and encodings == ("numerical", "numerical")
     if not linear_numerical and "numerical" in encodings:
         which = [s.label for s, e in zip((expr.fst, expr.snd), encodings) if e == "numerical"]

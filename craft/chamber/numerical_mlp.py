@@ -50,6 +50,10 @@ from craft.maps import LinearMap
 # float32 model separates reliably (float32 resolves about 1.2e-7 relative).
 MIN_RESOLVABLE_GAP = 1e-5
 
+# Relative difference below which two targets count as the same output (float64 rounding noise
+# of one real number, far below what a float32 model resolves).
+TARGET_TOLERANCE = 1e-9
+
 # Largest ramp pre-activation (in ramp widths) the construction aims for. Saturated ramps carry
 # pre-activations up to this size into the second layer, where float32 rounding at ~6e-8 of it
 # becomes output error; 256 keeps the error below ~1e-4 even for means over 32 positions.
@@ -85,6 +89,76 @@ def _check_single(space: VectorSpaceWithBasis, what: str) -> None:
         raise ValueError(f"{what} must have exactly one direction, got {space.num_dims}")
 
 
+def _ramps(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the output must change between neighbouring inputs, and by how much.
+
+    Returns `changes` (ramp k sits between xs[changes[k]] and xs[changes[k] + 1]) and the row
+    `deltas[k]` it adds. Targets within `TARGET_TOLERANCE` (relative) of the current output level
+    count as equal: float64 rounding makes one real number appear as several neighbouring floats
+    (a mean summed in different orders, then `1 - x`), whose targets differ only in the last bits;
+    they need no ramp, and the level is tracked so skipped differences never accumulate.
+    """
+    m = targets.shape[0]
+    tolerance = TARGET_TOLERANCE * max(1.0, float(np.max(np.abs(targets)))) if m else 0.0
+    level = targets[0] if m else None
+    changes, deltas = [], []
+    for i in range(1, m):
+        delta = targets[i] - level
+        if np.max(np.abs(delta)) > tolerance:
+            changes.append(i - 1)
+            deltas.append(delta)
+            level = targets[i]
+    width = targets.shape[1] if targets.ndim == 2 else 1
+    return np.array(changes, dtype=np.int64), np.array(deltas, dtype=np.float64).reshape(-1, width)
+
+
+def _first_unresolvable(xs: np.ndarray, changes: np.ndarray) -> tuple[float, float] | None:
+    """The first pair of neighbouring inputs that need different outputs but are too close."""
+    gaps = xs[changes + 1] - xs[changes]
+    scale = max(1.0, float(np.max(np.abs(xs)))) if len(xs) else 1.0
+    too_close = np.flatnonzero(gaps < MIN_RESOLVABLE_GAP * scale)
+    if not too_close.size:
+        return None
+    i = changes[too_close[0]]
+    return float(xs[i]), float(xs[i + 1])
+
+
+def _targets(f: Callable[[Any], Any], originals: list[Any], output_values: list[Hashable] | None) -> np.ndarray:
+    """Per-input target rows: f(x) (numerical output) or its one-hot over `output_values`."""
+    if output_values is None:
+        targets = np.zeros((len(originals), 1))
+        for j, x in enumerate(originals):
+            y = f(x)
+            if y is None:
+                raise ValueError(f"map_numerical_mlp: f({x!r}) is None; a numerical output needs a number")
+            targets[j, 0] = float(y)
+        if not np.all(np.isfinite(targets)):
+            raise ValueError("map_numerical_mlp: f returned a non-finite value")
+        return targets
+    column = {value: k for k, value in enumerate(output_values)}
+    targets = np.zeros((len(originals), len(output_values)))
+    for j, x in enumerate(originals):
+        y = f(x)
+        if y is not None and y in column:
+            targets[j, column[y]] = 1.0
+    return targets
+
+
+def unresolvable_inputs(
+    f: Callable[[Any], Any], input_value_set: Iterable[Any], output_values: Iterable[Hashable] | None
+) -> tuple[float, float] | None:
+    """Two input values a discretising MLP for `f` cannot separate in float32, or None.
+
+    `output_values` is None for a numerical output, else the categorical output's values. The
+    compiler's validation calls this so such Maps are refused with a message instead of failing
+    while the MLP is built.
+    """
+    xs, originals = _sorted_inputs(input_value_set)
+    values = None if output_values is None else list(output_values)
+    changes, _ = _ramps(_targets(f, originals, values))
+    return _first_unresolvable(xs, changes)
+
+
 def _discretising_mlp(
     xs: np.ndarray,
     targets: np.ndarray,
@@ -101,17 +175,15 @@ def _discretising_mlp(
     _check_single(bos_space, "bos_space")
     if not exactness >= MIN_SHARPNESS:
         raise ValueError(f"exactness must be >= {MIN_SHARPNESS:g}, got {exactness}")
-    deltas = np.diff(targets, axis=0)  # T_i - T_{i-1}, (m - 1, d_out)
-    changes = np.flatnonzero(np.any(deltas != 0, axis=1))  # ramp i sits between xs[i], xs[i+1]
-    gaps = xs[changes + 1] - xs[changes]
-    scale = max(1.0, float(np.max(np.abs(xs)))) if len(xs) else 1.0
-    too_close = np.flatnonzero(gaps < MIN_RESOLVABLE_GAP * scale)
-    if too_close.size:
-        i = changes[too_close[0]]
+    changes, deltas = _ramps(targets)
+    pair = _first_unresolvable(xs, changes)
+    if pair is not None:
+        low, high = pair
         raise ValueError(
-            f"inputs {xs[i]!r} and {xs[i + 1]!r} are only {xs[i + 1] - xs[i]:.3g} apart but need "
+            f"inputs {low!r} and {high!r} are only {high - low:.3g} apart but need "
             "different outputs; a float32 model cannot separate them (round the values upstream)"
         )
+    gaps = xs[changes + 1] - xs[changes]
     hidden = VectorSpaceWithBasis(
         (BasisDirection(hidden_name, "start"),)
         + tuple(BasisDirection(hidden_name, (int(i) + 1, side)) for i in changes for side in (0, 1))
@@ -143,8 +215,8 @@ def _discretising_mlp(
 
     second = np.zeros((hidden.num_dims, output_space.num_dims))
     second[0] = targets[0]
-    second[1::2] = deltas[changes]
-    second[2::2] = -deltas[changes]
+    second[1::2] = deltas
+    second[2::2] = -deltas
     return MLP(LinearMap(in_space, hidden, first), LinearMap(hidden, output_space, second))
 
 
@@ -169,14 +241,7 @@ def map_numerical_mlp(
     """Numerical -> numerical Map; exact on the value set (see module docstring for the window)."""
     _check_single(output_space, "output_space")
     xs, originals = _sorted_inputs(input_value_set)
-    targets = np.zeros((len(xs), 1))
-    for j, x in enumerate(originals):
-        y = f(x)
-        if y is None:
-            raise ValueError(f"map_numerical_mlp: f({x!r}) is None; a numerical output needs a number")
-        targets[j, 0] = float(y)
-    if not np.all(np.isfinite(targets)):
-        raise ValueError("map_numerical_mlp: f returned a non-finite value")
+    targets = _targets(f, originals, None)
     return _discretising_mlp(
         xs, targets, input_space, output_space, one_space, bos_space, exactness,
         _default_hidden(output_space, hidden_name),
@@ -195,13 +260,10 @@ def map_numerical_to_categorical_mlp(
 ) -> MLP:
     """Numerical -> categorical Map: writes the one-hot of f(x_j); None / unknown values write nothing."""
     xs, originals = _sorted_inputs(input_value_set)
-    targets = np.zeros((len(xs), output_space.num_dims))
     name = output_space.basis[0].name if output_space.num_dims else ""
-    for j, x in enumerate(originals):
-        y = f(x)
-        direction = BasisDirection(name, y)
-        if y is not None and direction in output_space:
-            targets[j, output_space.index(direction)] = 1.0
+    # Only values with a direction in the output space get a one-hot; others write nothing.
+    values = [d.value for d in output_space.basis if d.name == name]
+    targets = _targets(f, originals, values)
     return _discretising_mlp(
         xs, targets, input_space, output_space, one_space, bos_space, exactness,
         _default_hidden(output_space, hidden_name),

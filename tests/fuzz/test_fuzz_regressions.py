@@ -6,9 +6,11 @@ evaluator with the real JAX model (`assert_exact`), or checks the documented ref
 
 import time
 
+import pytest
+
 from rasp import lib, rasp  # noqa: F401 - the pasted programs use both
 
-from compiler import validate
+from compiler import UnsupportedProgramError, compile_rasp, validate
 from compiler.fuzzing.differential import assert_exact
 
 
@@ -37,3 +39,47 @@ def test_dense_float_means_are_refused_quickly():
     problems = validate(v18, ["a", "b", "c"], 5)
     assert time.perf_counter() - started < 10
     assert problems and problems[0].startswith("v17:")
+
+
+def _assert_refused_as_too_close(program, vocab, max_seq_len, label):
+    problems = validate(program, vocab, max_seq_len)
+    assert len(problems) == 1 and problems[0].startswith(f"{label}: reads the numerical s-op")
+    assert "round(x, 4)" in problems[0]
+    with pytest.raises(UnsupportedProgramError):
+        compile_rasp(program, vocab, max_seq_len)
+
+
+def test_categorical_map_of_float_noise_is_a_validated_refusal():
+    # Found: CRASH, ValueError from the discretising MLP while compiling. A mean of means
+    # takes both 0.0 and -1.85e-17 (one real number, two float64 roundings), and
+    # `x % 2 == 0` differs on them, so the RASP result itself depends on summation order.
+    v2 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ).named("v2")
+    v3 = rasp.Aggregate(v2, rasp.tokens, default=0).named("v3")
+    v4 = lib.make_frac_prevs(v3.named("v4_bools")).named("v4")
+    v5 = rasp.Map(lambda x: x % 2 == 0, v4, simplify=False).named("v5")
+    _assert_refused_as_too_close(v5, [-1, 1, 2], 3, "v5")
+
+
+def test_categorical_one_minus_float_noise_is_a_validated_refusal():
+    # Found: CRASH as above; 0.8888888888888888 and 0.888888888888889 give the categorical
+    # values 0.11111111111111116 and 0.1111111111111111.
+    v2 = rasp.Select(rasp.tokens, rasp.indices, lambda k, q: k > q or k == 0).named("v2")
+    v3 = rasp.Map(lambda x: abs(x - 2), rasp.tokens).named("v3")
+    v4 = rasp.Select(v3, v3, rasp.Comparison.LT).named("v4")
+    v5 = rasp.numerical(rasp.Aggregate(v4, rasp.tokens, default=0)).named("v5")
+    v6 = rasp.numerical(rasp.Aggregate(v2, v5, default=0)).named("v6")
+    v7 = rasp.Map(lambda x: 1 - x, v6).named("v7")
+    _assert_refused_as_too_close(v7, [1, 2], 3, "v7")
+
+
+def test_numerical_map_of_float_noise_compiles_exactly():
+    # Found with the two above: a *numerical* `1 - x` of the same noisy means was refused by
+    # the MLP builder although its outputs differ only by float64 rounding (1e-16); targets
+    # within 1e-9 (relative) now count as equal, so it compiles and matches the evaluator.
+    v2 = rasp.Select(rasp.tokens, rasp.indices, lambda k, q: k > q or k == 0).named("v2")
+    v3 = rasp.Map(lambda x: abs(x - 2), rasp.tokens).named("v3")
+    v4 = rasp.Select(v3, v3, rasp.Comparison.LT).named("v4")
+    v5 = rasp.numerical(rasp.Aggregate(v4, rasp.tokens, default=0)).named("v5")
+    v6 = rasp.numerical(rasp.Aggregate(v2, v5, default=0)).named("v6")
+    v7 = rasp.numerical(rasp.Map(lambda x: 1 - x, v6)).named("v7")
+    assert_exact(v7, vocab=[1, 2], max_seq_len=3)
