@@ -29,7 +29,7 @@ REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"a numerical Aggregate needs numeric values", "numerical Aggregate of non-numbers"),
     (r"share the label", "duplicate labels"),
     (r"never reads `tokens`", "program ignores tokens"),
-    (r"cannot be resolved|too close|MIN_RESOLVABLE", "numerical MLP: values too close"),
+    (r"are only .* apart \(one number up to float rounding", "Map of a numerical s-op: values too close (float rounding)"),
 )
 
 

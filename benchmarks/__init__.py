@@ -1,0 +1,1 @@
+"""Benchmark and fuzzing scripts (runnable as `python -m benchmarks.<name>`)."""

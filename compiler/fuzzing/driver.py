@@ -1,0 +1,202 @@
+"""The fuzz driver: generate N programs, check each non-causally and causally, summarise.
+
+Program `i` uses generator seed `seed * 1_000_003 + i`, the vocabulary / length setting
+`i % len(settings)` and size `3 + (seed + i) % 13`, so any single program can be regenerated.
+Failures (MISMATCH, CRASH) are shrunk and written as pytest files into `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import multiprocessing
+import sys
+import tempfile
+import time
+from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
+
+from compiler.fuzzing import regression
+from compiler.fuzzing.differential import (
+    CRASH, EXACT, FAILURES, MISMATCH, REFUSED, UNTESTED, Outcome, check_program, sample_inputs,
+)
+from compiler.fuzzing.shrink import Case, shrink
+from rasp import random_programs
+from rasp.program_spec import ProgramSpec, build, to_source
+
+# (vocabulary, max_seq_len) settings cycled over the programs.
+SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (
+    ((1, 2, 3), 4),
+    (("a", "b", "c"), 5),
+    ((0, 1, 2, 3, 4), 5),
+    ((-1, 0, 1, 2), 3),
+    (("a", "b", "c", "d"), 6),
+    ((1, 2, 3, 4, 5, 6, 7, 8), 8),
+)
+MODES = (False, True)  # causal
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    programs: int = 100
+    seed: int = 0
+    inputs: int = 96
+    jax_every: int = 25
+    out: Path | None = None
+    shrink: bool = True
+    settings: tuple[tuple[tuple[Hashable, ...], int], ...] = SETTINGS
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramResult:
+    index: int
+    size: int
+    setting: int
+    outcomes: tuple[Outcome, ...]  # one per mode
+    failure_files: tuple[str, ...] = ()
+
+
+def program_spec(options: Options, index: int) -> tuple[ProgramSpec, tuple[Hashable, ...], int]:
+    """The `index`-th program of a run and its setting."""
+    vocab, max_seq_len = options.settings[index % len(options.settings)]
+    size = 3 + (options.seed + index) % 13
+    spec = random_programs.generate(options.seed * 1_000_003 + index, size, vocab, max_seq_len)
+    return spec, vocab, max_seq_len
+
+
+def _check(spec: ProgramSpec, case: Case, inputs_budget: int, seed: int, engine: str) -> Outcome:
+    program = build(spec)
+    inputs = sample_inputs(case.vocab, case.max_seq_len, inputs_budget, seed)
+    return check_program(program, case.vocab, case.max_seq_len, case.causal, inputs, engine=engine)
+
+
+def _same_failure(first: Outcome, second: Outcome) -> bool:
+    if first.status != second.status:
+        return False
+    return first.status == MISMATCH or first.reason.split(":")[:2] == second.reason.split(":")[:2]
+
+
+def run_one(options: Options, index: int) -> ProgramResult:
+    """Check program `index` in every mode; shrink and write out failures."""
+    spec, vocab, max_seq_len = program_spec(options, index)
+    engine = "jax" if options.jax_every and index % options.jax_every == 0 else "numpy"
+    outcomes, files = [], []
+    for causal in MODES:
+        case = Case(tuple(vocab), max_seq_len, causal)
+        try:
+            outcome = _check(spec, case, options.inputs, index, engine)
+        except Exception as error:  # noqa: BLE001 - building the program failed: a generator bug
+            outcome = Outcome(CRASH, f"build: {type(error).__name__}: {error}")
+        outcomes.append(outcome)
+        if outcome.status in FAILURES and options.out is not None:
+            files.append(str(_record_failure(options, index, spec, case, outcome, engine)))
+    return ProgramResult(index, spec.size, index % len(options.settings), tuple(outcomes), tuple(files))
+
+
+def _record_failure(options: Options, index: int, spec: ProgramSpec, case: Case, outcome: Outcome, engine: str) -> Path:
+    def still_fails(candidate: ProgramSpec, smaller: Case) -> bool:
+        try:
+            again = _check(candidate, smaller, max(options.inputs, 256), index, engine)
+        except Exception:  # noqa: BLE001 - an ill-formed candidate does not reproduce
+            return False
+        return _same_failure(outcome, again)
+
+    small_spec, small_case = shrink(spec, case, still_fails) if options.shrink else (spec, case)
+    final = _check(small_spec, small_case, max(options.inputs, 256), index, engine)
+    name = f"fuzz_s{options.seed}_p{index}_{'causal' if case.causal else 'noncausal'}"
+    origin = f"seed {options.seed}, program {index}, vocab {list(case.vocab)}, max_seq_len {case.max_seq_len}"
+    return regression.write_test(options.out, name, small_spec, small_case, final, origin)
+
+
+def _worker(args: tuple[Options, int]) -> ProgramResult:
+    return run_one(*args)
+
+
+def run(options: Options, jobs: int = 1) -> Iterable[ProgramResult]:
+    """Results in program order, computed by `jobs` processes."""
+    tasks = [(options, i) for i in range(options.programs)]
+    if jobs <= 1:
+        yield from map(_worker, tasks)
+        return
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        yield from pool.imap(_worker, tasks, chunksize=4)
+
+
+def _percent(count: int, total: int) -> str:
+    return f"{count:6d} {100.0 * count / max(total, 1):6.2f}%"
+
+
+def summary(results: Sequence[ProgramResult], seconds: float) -> str:
+    """The summary table: classes per mode, refusal reasons, failures, throughput."""
+    lines = []
+    n = len(results)
+    sizes = [r.size for r in results]
+    lines.append(f"programs: {n}  ({n / max(seconds, 1e-9):.1f} programs/s, {seconds:.0f} s); "
+                 f"size min/mean/max {min(sizes, default=0)}/{sum(sizes) / max(n, 1):.1f}/{max(sizes, default=0)}")
+    for m, causal in enumerate(MODES):
+        outs = [r.outcomes[m] for r in results]
+        counts = collections.Counter(o.status for o in outs)
+        compared = [o.compared for o in outs if o.status == EXACT]
+        lines.append(f"\n{'causal' if causal else 'non-causal'} ({n} checks)")
+        for status in (EXACT, REFUSED, UNTESTED, MISMATCH, CRASH):
+            lines.append(f"  {status:10s} {_percent(counts[status], n)}")
+        lines.append(f"  inputs compared per exact program: mean {sum(compared) / max(len(compared), 1):.0f}")
+        reasons = collections.Counter(o.reason for o in outs if o.status == REFUSED)
+        if reasons:
+            lines.append("  refusal reasons (first problem; % of all checks in this mode):")
+            for reason, count in reasons.most_common():
+                lines.append(f"    {_percent(count, n)}  {reason}")
+    failures = [(r, m, o) for r in results for m, o in enumerate(r.outcomes) if o.status in FAILURES]
+    lines.append(f"\nMISMATCH + CRASH: {len(failures)}")
+    for result, m, outcome in failures[:50]:
+        lines.append(f"  program {result.index} ({'causal' if MODES[m] else 'non-causal'}): "
+                     f"{outcome.status} {outcome.reason}")
+    files = [f for r in results for f in r.failure_files]
+    if files:
+        lines.append("shrunk reproductions:\n" + "\n".join(f"  {f}" for f in files))
+    return "\n".join(lines)
+
+
+def parse_settings(texts: Sequence[str]) -> tuple[tuple[tuple[Hashable, ...], int], ...]:
+    """`"1,2,3:4"` -> ((1, 2, 3), 4); tokens that parse as ints become ints."""
+    settings = []
+    for text in texts:
+        tokens, _, length = text.rpartition(":")
+        vocab = tuple(int(t) if t.lstrip("-").isdigit() else t for t in tokens.split(","))
+        settings.append((vocab, int(length)))
+    return tuple(settings)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", "--programs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--inputs", type=int, default=96, help="inputs per program (all when fewer exist)")
+    parser.add_argument("--jax-every", type=int, default=25,
+                        help="run every K-th program through the real JAX model (others: numpy forward); 0: never")
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "tracr_fuzz_failures",
+                        help="where shrunk failing tests go")
+    parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--settings", nargs="*", help='vocab:max_seq_len settings, e.g. "1,2,3:4" "a,b:5"')
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+    args = parser.parse_args(argv)
+    options = Options(
+        programs=args.programs, seed=args.seed, inputs=args.inputs, jax_every=args.jax_every,
+        out=args.out, shrink=not args.no_shrink,
+        settings=parse_settings(args.settings) if args.settings else SETTINGS,
+    )
+    started = time.perf_counter()
+    results = []
+    for result in run(options, args.jobs):
+        results.append(result)
+        for outcome in result.outcomes:
+            if outcome.status in FAILURES:
+                print(f"program {result.index}: {outcome.status} {outcome.reason}", flush=True)
+        if not args.quiet and len(results) % 100 == 0:
+            rate = len(results) / (time.perf_counter() - started)
+            print(f"... {len(results)}/{options.programs} programs ({rate:.1f}/s)", file=sys.stderr, flush=True)
+    print(summary(results, time.perf_counter() - started))
+    failed = any(o.status in FAILURES for r in results for o in r.outcomes)
+    return 1 if failed else 0
