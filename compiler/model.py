@@ -8,8 +8,10 @@ activation): nothing is padded to the widest layer.
 Compiled weights are sparse: a head reads a few residual directions, a lookup-table MLP is close
 to a permutation. Every weight is therefore a `SparseLinear`: it gathers the input coordinates it
 reads, multiplies by a matrix that is stored dense when at least half its entries are non-zero
-and as its non-zero values otherwise, and scatters into the output coordinates it writes. The
-parameter count then tracks the non-zero count; exporters densify (`SparseLinear.dense`).
+and as its non-zero values otherwise, and scatters into the output coordinates it writes. A
+sparse matrix is applied by a gather over its non-zeros when they are few, else rebuilt inside
+the forward pass for one dense matmul over the block's own coordinates. The parameter count then
+tracks the non-zero count; exporters densify (`SparseLinear.dense`).
 
 Matrix products run at float32 precision (`Precision.HIGHEST`): reduced-precision defaults on
 accelerators (TF32, bf16 passes) would break the exactness of compiled programs.
@@ -34,6 +36,10 @@ MASKED_LOGIT = -1e30
 
 # A matrix is stored dense when at least this fraction of its entries is non-zero.
 DENSE_FRACTION = 0.5
+
+# A sparse matrix with at most this many non-zeros per row-plus-column is applied by gathering
+# its non-zeros; denser ones are rebuilt and multiplied densely.
+GATHER_FACTOR = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,13 +97,20 @@ class SparseLinear:
     def __call__(self, param: jax.Array, x: jax.Array, out_width: int | None = None) -> jax.Array:
         if self.in_idx is not None:
             x = jnp.take(x, jnp.asarray(self.in_idx, dtype=jnp.int32), axis=-1)
-        if self.is_sparse:
+        if not self.is_sparse:
+            y = jnp.einsum("...i,io->...o", x, param, precision=PRECISION)
+        else:
             rows = jnp.asarray(self.rows, dtype=jnp.int32)
             cols = jnp.asarray(self.cols, dtype=jnp.int32)
-            contributions = jnp.take(x, rows, axis=-1) * param
-            y = jnp.zeros(x.shape[:-1] + (self.shape[1],), x.dtype).at[..., cols].add(contributions)
-        else:
-            y = jnp.einsum("...i,io->...o", x, param, precision=PRECISION)
+            if len(self.rows) <= GATHER_FACTOR * sum(self.shape):
+                # Few non-zeros (permutation-like lookups): gather, scale, scatter-add.
+                contributions = jnp.take(x, rows, axis=-1) * param
+                y = jnp.zeros(x.shape[:-1] + (self.shape[1],), x.dtype).at[..., cols].add(contributions)
+            else:
+                # Many non-zeros: densify once per call (independent of batch and length) and
+                # do one matmul, instead of materialising batch x length x nnz products.
+                matrix = jnp.zeros(self.shape, param.dtype).at[rows, cols].set(param)
+                y = jnp.einsum("...i,io->...o", x, matrix, precision=PRECISION)
         if self.out_idx is None:
             return y
         assert out_width is not None, "a scattered output needs its width"
