@@ -13,6 +13,7 @@ from typing import Any
 import networkx as nx
 
 from compiler import graph as g
+from compiler.discretise import discretise_sequence_map_inputs
 from compiler import selectors
 from compiler.errors import CompilerError, UnsupportedProgramError
 from compiler.values import infer_values
@@ -25,7 +26,7 @@ def validate(
 ) -> list[str]:
     """Every problem that stops `program` from compiling exactly (empty list: it compiles)."""
     try:
-        graph = g.trace(program)
+        graph = g.trace(discretise_sequence_map_inputs(program))
         infer_values(graph, vocab, max_seq_len)
     except UnsupportedProgramError as error:
         return list(error.problems)

@@ -1,0 +1,115 @@
+"""Give SequenceMaps categorical copies of their numerical inputs before compiling.
+
+A two-input MLP is a lookup table over pairs of one-hot values, so it cannot read a numerical
+(one-direction) s-op. Every numerical s-op has a finite value set, though, so a discretising MLP
+(`categorical(Map(lambda x: x, sop))`, exact on that set) turns it into a one-hot first; this pass
+inserts that copy, labelled `<sop>_categorical`, for each numerical input of a `SequenceMap` (and of
+a `LinearSequenceMap` mixing a numerical and a categorical input; two numerical inputs keep the
+linear MLP). It costs one MLP sub-layer, and none when the numerical input is itself a Map read
+only there (the copy then fuses into it). This is what validation used to ask users to write.
+
+The rewrite is done on RASP expressions, before tracing, so value inference, validation, lowering
+and the evaluator all see the same program. Expressions are rebuilt only above a rewritten
+SequenceMap; everything else keeps its identity and label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rasp import rasp
+
+CATEGORICAL_SUFFIX = "_categorical"
+
+
+def _identity(x: object) -> object:
+    """The discretising copy's function (a named function, so it prints readably)."""
+    return x
+
+
+def _needs_copies(expr: rasp.RASPExpr) -> bool:
+    if not isinstance(expr, rasp.SequenceMap):
+        return False
+    numerical = [rasp.is_numerical(expr.fst), rasp.is_numerical(expr.snd)]
+    if isinstance(expr, rasp.LinearSequenceMap):
+        return numerical[0] != numerical[1]
+    return any(numerical)
+
+
+def _walk(program: rasp.RASPExpr) -> list[rasp.RASPExpr]:
+    """Every expression of `program` once, children before parents."""
+    order, seen, stack = [], set(), [(program, False)]
+    while stack:
+        expr, expanded = stack.pop()
+        if expanded:
+            order.append(expr)
+            continue
+        if id(expr) in seen:
+            continue
+        seen.add(id(expr))
+        stack.append((expr, True))
+        stack.extend((child, False) for child in expr.children if id(child) not in seen)
+    return order
+
+
+def _rebuild(expr: rasp.RASPExpr, child: Callable[[rasp.RASPExpr], rasp.RASPExpr]) -> rasp.RASPExpr:
+    """`expr` with each child replaced by `child(c)`, same label and annotations."""
+    if isinstance(expr, rasp.LinearSequenceMap):
+        new = rasp.LinearSequenceMap(child(expr.fst), child(expr.snd), expr.fst_fac, expr.snd_fac)
+    elif isinstance(expr, rasp.SequenceMap):
+        new = rasp.SequenceMap(expr.f, child(expr.fst), child(expr.snd))
+    elif isinstance(expr, rasp.Map):
+        new = rasp.Map(expr.f, child(expr.inner), simplify=False)
+    elif isinstance(expr, rasp.Aggregate):
+        new = rasp.Aggregate(child(expr.selector), child(expr.sop), default=expr.default)
+    elif isinstance(expr, rasp.SelectorWidth):
+        new = rasp.SelectorWidth(child(expr.selector))
+    elif isinstance(expr, rasp.Select):
+        new = rasp.Select(child(expr.keys), child(expr.queries), expr.predicate)
+    elif isinstance(expr, rasp.SelectorAnd):
+        new = rasp.SelectorAnd(child(expr.fst), child(expr.snd))
+    elif isinstance(expr, rasp.SelectorOr):
+        new = rasp.SelectorOr(child(expr.fst), child(expr.snd))
+    elif isinstance(expr, rasp.SelectorNot):
+        new = rasp.SelectorNot(child(expr.inner))
+    else:  # leaves and unknown types stay as they are (validation reports the latter)
+        return expr
+    return rasp.annotate(new, **dict(expr.annotations))
+
+
+def discretise_sequence_map_inputs(program: rasp.SOp) -> rasp.SOp:
+    """`program` with categorical copies feeding SequenceMaps that read numerical s-ops.
+
+    Returns `program` itself when nothing needs rewriting.
+    """
+    if not isinstance(program, rasp.RASPExpr):
+        return program
+    order = _walk(program)
+    if not any(_needs_copies(expr) for expr in order):
+        return program
+    labels = {expr.label for expr in order}
+    replaced: dict[int, rasp.RASPExpr] = {}
+    copies: dict[int, rasp.SOp] = {}
+
+    def current(expr: rasp.RASPExpr) -> rasp.RASPExpr:
+        return replaced.get(id(expr), expr)
+
+    def categorical_copy(sop: rasp.SOp) -> rasp.SOp:
+        if id(sop) not in copies:
+            label = sop.label + CATEGORICAL_SUFFIX
+            while label in labels:
+                label += "_"
+            labels.add(label)
+            copy = rasp.Map(_identity, current(sop), simplify=False)
+            copies[id(sop)] = rasp.categorical(copy).named(label)
+        return copies[id(sop)]
+
+    for expr in order:
+        if _needs_copies(expr):
+            def child(c: rasp.RASPExpr) -> rasp.RASPExpr:
+                return categorical_copy(c) if rasp.is_numerical(c) else current(c)
+
+            replaced[id(expr)] = _rebuild(expr, child)
+        elif any(id(c) in replaced for c in expr.children):
+            replaced[id(expr)] = _rebuild(expr, current)
+    return current(program)
