@@ -1,0 +1,69 @@
+"""A small seeded differential fuzz pass (see benchmarks/fuzz.py) and generator coverage."""
+
+import collections
+
+from rasp import lib, program_spec, random_programs, rasp
+
+from compiler.fuzzing import driver
+from compiler.fuzzing.differential import FAILURES
+from compiler.fuzzing.shrink import Case, shrink
+
+
+def test_fifty_seeded_programs_are_exact_or_refused(tmp_path):
+    options = driver.Options(programs=50, seed=7, inputs=48, jax_every=25, out=tmp_path)
+    results = list(driver.run(options))
+    failures = [(r.index, o.status, o.reason) for r in results for o in r.outcomes if o.status in FAILURES]
+    assert failures == [], driver.summary(results, 1.0)
+    statuses = collections.Counter(o.status for r in results for o in r.outcomes)
+    assert statuses["exact"] >= 15  # the pass really compares compiled models
+
+
+def test_generator_covers_every_construct():
+    seen = collections.Counter()
+    for seed in range(300):
+        vocab = ["a", "b", "c"] if seed % 2 else [0, 1, 2]
+        spec = random_programs.generate(seed, 3 + seed % 13, vocab, 4)
+        assert 1 <= spec.size
+        for op in spec.ops:
+            seen[op.kind] += 1
+            if op.kind == "select":
+                seen["predicate " + (op.params[0] if op.params[0].startswith("Comparison.") else "custom")] += 1
+            if op.kind == "lib":
+                seen["lib " + op.params[0]] += 1
+            if op.kind in ("map", "aggregate", "width", "seqmap", "linmap") and op.numerical:
+                seen["numerical " + op.kind] += 1
+    for kind in ("map", "seqmap", "linmap", "full", "aggregate", "width", "shift", "select", "and", "or", "not"):
+        assert seen[kind], kind
+    for comparison in rasp.Comparison:
+        assert seen[f"predicate Comparison.{comparison.name}"], comparison
+    assert seen["predicate custom"]
+    for name in random_programs.LIB_PROGRAMS:
+        assert seen["lib " + name], name
+    for kind in ("map", "aggregate", "width", "seqmap", "linmap"):
+        assert seen["numerical " + kind], kind
+
+
+def test_printed_source_rebuilds_the_same_program():
+    spec = random_programs.generate(3, 12, [1, 2, 3], 4)
+    source = program_spec.to_source(spec)
+    namespace = {"rasp": rasp, "lib": lib}
+    exec(source, namespace)
+    for xs in ([1], [3, 1, 2], [2, 2, 1, 3]):
+        try:
+            expected = program_spec.build(spec)(xs)
+        except rasp.RaspEvaluationError:
+            continue
+        assert namespace["program"](xs) == expected
+
+
+def test_shrink_keeps_the_failure_and_reduces_the_program():
+    def has_sequence_map(candidate, case):  # a stand-in "failure"
+        return any(op.kind == "seqmap" for op in candidate.ops)
+
+    spec = next(
+        s for s in (random_programs.generate(seed, 14, [1, 2, 3], 4) for seed in range(100))
+        if has_sequence_map(s, None) and s.size > 6
+    )
+    small, small_case = shrink(spec, Case((1, 2, 3), 4, False), has_sequence_map)
+    assert has_sequence_map(small, small_case)
+    assert small.size < spec.size and small_case.max_seq_len == 1 and len(small_case.vocab) == 1
