@@ -62,7 +62,7 @@ def test_head_matrices_are_labelled_and_restricted_to_nonzero(model, tmp_path) -
     expected = [model.residual_labels[i] for i in np.flatnonzero(np.any(weights.w_qk != 0, axis=1))]
     assert rows == expected and "one" in rows
     read = [t.get_text() for t in ov.get_yticklabels()]
-    assert len(read) == 1 and read[0].startswith("map_")  # the numerical tokens == "x"
+    assert read == ["is_x"]  # the indicator tokens == "x"
     assert [t.get_text() for t in ov.get_xticklabels()] == ["frac_prevs"]
     assert qk.get_title().endswith("W_QK") and ov.get_title().endswith("W_OV")
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 import pytest
 
 from compiler import UnsupportedProgramError, compile_rasp
-from library_cases import CASES, outputs_match, random_inputs
+from compiler.examples import EXAMPLES
+from compiler_test_helpers import outputs_match, random_inputs
 from rasp import rasp
 
 SETTINGS = ((6, 8), (10, 32))  # (vocabulary size, max_seq_len)
 INPUTS = 200
+READS_LATER = "may select keys after the query"
 
 
-def _check(case, size: int, max_seq_len: int, causal: bool) -> None:
-    vocab = case.vocab(size)
-    program = case.build(max_seq_len, vocab)
+def _check(example, size: int, max_seq_len: int, causal: bool) -> None:
+    vocab = example.scaled_vocab(size)
+    program = example.build(max_seq_len)
     model = compile_rasp(program, vocab, max_seq_len, causal=causal)
     inputs = random_inputs(vocab, max_seq_len, INPUTS, seed=size * 1000 + max_seq_len)
     decoded = model.apply_batch([["BOS"] + x for x in inputs])
@@ -31,22 +33,22 @@ def _check(case, size: int, max_seq_len: int, causal: bool) -> None:
             continue  # outside the program's domain (e.g. a categorical mean of different values)
         compared += 1
         assert out[0] == "BOS"
-        assert outputs_match(out[1:], expected), (case.name, tokens, out[1:], expected)
-    assert compared >= INPUTS * 0.9, f"{case.name}: only {compared} inputs inside the domain"
+        assert outputs_match(out[1:], expected), (example.name, tokens, out[1:], expected)
+    assert compared >= INPUTS * 0.9, f"{example.name}: only {compared} inputs inside the domain"
 
 
 @pytest.mark.parametrize("size,max_seq_len", SETTINGS)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_library_program_matches_rasp(case, size, max_seq_len):
-    _check(case, size, max_seq_len, causal=False)
+@pytest.mark.parametrize("example", EXAMPLES.values(), ids=lambda e: e.name)
+def test_library_program_matches_rasp(example, size, max_seq_len):
+    _check(example, size, max_seq_len, causal=False)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_library_program_causal(case):
+@pytest.mark.parametrize("example", EXAMPLES.values(), ids=lambda e: e.name)
+def test_library_program_causal(example):
     size, max_seq_len = SETTINGS[1]
-    if case.causal_refusal is None:
-        _check(case, size, max_seq_len, causal=True)
-    else:
-        vocab = case.vocab(size)
-        with pytest.raises(UnsupportedProgramError, match=case.causal_refusal):
-            compile_rasp(case.build(max_seq_len, vocab), vocab, max_seq_len, causal=True)
+    if example.causal:
+        _check(example, size, max_seq_len, causal=True)
+    else:  # reads later positions: the written reason is the refusal itself
+        vocab = example.scaled_vocab(size)
+        with pytest.raises(UnsupportedProgramError, match=READS_LATER):
+            compile_rasp(example.build(max_seq_len), vocab, max_seq_len, causal=True)

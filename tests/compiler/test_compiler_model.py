@@ -10,7 +10,7 @@ import pytest
 
 from compiler import compile_rasp, compile_rasp_to_model
 from compiler.model import CompiledTransformer, build
-from library_cases import random_inputs
+from compiler_test_helpers import random_inputs
 from rasp import lib, rasp
 
 
