@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from craft.blocks import activate
+
 PRECISION = jax.lax.Precision.HIGHEST
 
 # Logit given to masked keys (padding, future positions). Finite, so a fully masked row cannot
@@ -183,19 +185,6 @@ class ModelOutput(NamedTuple):
     attention: tuple[jax.Array, ...]
 
 
-def _activate(name: str, hidden: jax.Array) -> jax.Array:
-    if name == "relu":
-        return jax.nn.relu(hidden)
-    if name == "square":
-        return hidden * hidden
-    if name == "identity":
-        return hidden
-    if name == "bilinear":
-        half = hidden.shape[-1] // 2
-        return hidden[..., :half] * hidden[..., half:]
-    raise ValueError(f"unknown activation {name!r}")
-
-
 def _param(name: str, value: np.ndarray) -> jax.Array:
     return hk.get_parameter(name, value.shape, jnp.float32, init=hk.initializers.Constant(value))
 
@@ -255,7 +244,7 @@ class CompiledTransformer(hk.Module):
                 attention.append(pattern)
             else:
                 hidden = layer.w_in(self._get(module, "w_in"), x)
-                delta = layer.w_out(self._get(module, "w_out"), _activate(layer.activation, hidden), width)
+                delta = layer.w_out(self._get(module, "w_out"), activate(layer.activation, hidden), width)
             stream = stream + write(delta)
             residuals.append(read(stream))
 

@@ -29,9 +29,14 @@ from craft.maps import BilinearMap, LinearMap
 ACTIVATIONS = ("relu", "square", "identity", "bilinear")
 
 
-def _activate(name: str, hidden: np.ndarray) -> np.ndarray:
+def activate(name: str, hidden):
+    """Apply the named activation to `hidden` (last axis = hidden units).
+
+    Written with array operators only, so the same function serves numpy (Craft) and JAX (the
+    compiled model, traced and differentiated): the two can never disagree on an activation.
+    """
     if name == "relu":
-        return np.maximum(hidden, 0.0)
+        return hidden * (hidden > 0)
     if name == "square":
         return hidden * hidden
     if name == "identity":
@@ -80,7 +85,7 @@ class MLP:
 
     def apply(self, vector: VectorInBasis) -> VectorInBasis:
         hidden = vector.project(self.input_space).magnitudes @ self.first.matrix
-        out = _activate(self.activation, hidden) @ self.second.matrix
+        out = activate(self.activation, hidden) @ self.second.matrix
         return VectorInBasis(self.output_space.basis, out)
 
     @staticmethod
