@@ -1,1 +1,35 @@
-"""placeholder"""
+"""Compression of compiled models: learn W (D x d) so the frozen model runs in d dimensions.
+
+See docs/compression.md. The pieces: ``config`` (frozen option records), ``frozen`` (the model
+contract), ``projection``, ``losses``, ``sampling``, ``optim``, ``sharding``, ``checkpoint``,
+``train`` (the jitted, resumable loop), ``evaluation`` and ``analysis`` (accuracy, cosine
+similarity, PCA), ``plots``, ``task`` (compiled RASP programs) and ``experiments``.
+
+Names are imported lazily (PEP 562). This package shares its top-level name with Python 3.14's
+standard-library ``compression`` package, and JAX probes ``from compression import zstd`` while it
+is being imported; importing JAX from here eagerly would make that probe a circular import. Kept
+lazy, the probe just fails with ImportError, as JAX expects on Python < 3.14.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LossConfig": "config", "OptimizerConfig": "config", "SamplingConfig": "config",
+    "TrainConfig": "config", "Accuracy": "evaluation", "ReferenceSet": "evaluation",
+    "accuracy": "evaluation", "nearest_value_tolerance": "evaluation", "FrozenModel": "frozen",
+    "gram": "projection", "init_projection": "projection", "InputSpace": "sampling",
+    "CompressionTask": "task", "frac_prevs_task": "task", "frozen_from_compiled": "task",
+    "make_task": "task", "sort_unique_task": "task", "Compressor": "train",
+    "TrainResult": "train", "TrainState": "train", "compress": "train",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'compression' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"compression.{_EXPORTS[name]}"), name)
