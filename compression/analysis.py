@@ -1,7 +1,10 @@
 """Comparing a compressed model with its compiled original, and the PCA baseline.
 
-All functions take residual snapshots as numpy arrays ``[N, T, D]`` (embedding first, then one
-per sub-layer) and a ``[N, T]`` mask of the positions to use (real tokens: no BOS, no PAD).
+The functions work on a :class:`ResidualPair`: the compiled and the decompressed residual
+snapshots (``[N, T, D]`` numpy arrays, embedding first, then one per sub-layer) on the same
+inputs, and a ``[N, T]`` mask of the positions to use (real tokens: no BOS, no PAD).
+:meth:`ResidualPair.layer_outputs` turns snapshots into what each sub-layer writes (the paper's
+"output at each layer"); the comparisons then apply to those.
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ class ResidualPair:
     compiled: tuple[np.ndarray, ...]
     compressed: tuple[np.ndarray, ...]
     mask: np.ndarray
+    names: tuple[str, ...] = ()
+
+    def layer_outputs(self) -> "ResidualPair":
+        """The sub-layer outputs (differences of consecutive snapshots), named per sub-layer."""
+        diff = lambda rs: tuple(b - a for a, b in zip(rs[:-1], rs[1:]))  # noqa: E731
+        names = self.names[1:] if self.names else tuple(snapshot_names(len(self.compiled))[1:])
+        return ResidualPair(diff(self.compiled), diff(self.compressed), self.mask, names)
 
 
 def residual_pair(model: FrozenModel, projection: np.ndarray, ids: np.ndarray) -> ResidualPair:
@@ -41,7 +51,8 @@ def residual_pair(model: FrozenModel, projection: np.ndarray, ids: np.ndarray) -
     compiled = model.forward(model.params, ids_j).residuals
     compressed = model.forward(model.params, ids_j, projection=jnp.asarray(projection)).residuals
     mask = np.asarray(position_mask(ids_j, model.bos_id, model.pad_id))
-    return ResidualPair(tuple(np.asarray(r) for r in compiled), tuple(np.asarray(r) for r in compressed), mask)
+    return ResidualPair(tuple(np.asarray(r) for r in compiled), tuple(np.asarray(r) for r in compressed), mask,
+                        tuple(snapshot_names(len(compiled))))
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -50,9 +61,16 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def layer_cosine_similarity(pair: ResidualPair) -> np.ndarray:
-    """Per snapshot, the mean over masked positions of cos(compiled, decompressed)."""
-    weight = pair.mask / max(pair.mask.sum(), 1.0)
-    return np.asarray([np.sum(_cosine(a, b) * weight) for a, b in zip(pair.compiled, pair.compressed)])
+    """Per snapshot, the mean over masked positions of cos(compiled, decompressed).
+
+    Positions where the compiled vector is zero are skipped; a layer that writes nothing at
+    any position (an empty sub-layer) gets NaN.
+    """
+    out = []
+    for a, b in zip(pair.compiled, pair.compressed):
+        use = (pair.mask > 0) & (np.linalg.norm(a, axis=-1) > 1e-6)
+        out.append(float(np.mean(_cosine(a[use], b[use]))) if use.any() else float("nan"))
+    return np.asarray(out)
 
 
 def variable_groups(labels: Sequence[str]) -> dict[str, list[int]]:
@@ -71,7 +89,7 @@ def variable_breakdown(pair: ResidualPair, labels: Sequence[str]) -> list[dict[s
     total squared distance (where the discrepancy lives).
     """
     rows = []
-    names = snapshot_names(len(pair.compiled))
+    names = pair.names or tuple(snapshot_names(len(pair.compiled)))
     mask = pair.mask > 0
     for name, a, b in zip(names, pair.compiled, pair.compressed):
         a, b = a[mask], b[mask]

@@ -10,6 +10,8 @@ import dataclasses
 from typing import Any, Literal
 
 CategoricalTarget = Literal["argmax", "distribution"]
+LayerTarget = Literal["outputs", "residuals"]
+LayerReduction = Literal["sum", "mean"]
 InitMethod = Literal["orthogonal", "gaussian", "identity"]
 SamplingMode = Literal["auto", "random", "enumerate"]
 
@@ -34,7 +36,10 @@ class LossConfig:
     out_weight: float = 1.0
     layer_weight: float = 1.0
     categorical_target: CategoricalTarget = "argmax"
-    include_embedding: bool = True  # count the residual right after the embedding in L_layer
+    # "outputs": what each sub-layer writes (the paper's h_i); "residuals": the whole stream after it
+    layer_target: LayerTarget = "outputs"
+    layer_reduction: LayerReduction = "sum"  # over the D residual coordinates of one position
+    include_embedding: bool = False  # also compare the embedding (the stream before any layer)
 
 
 @dataclasses.dataclass(frozen=True)

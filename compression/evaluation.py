@@ -62,6 +62,18 @@ def build_reference_set(
     return ReferenceSet(ids, targets, mask, kind)
 
 
+def nearest_value_tolerance(refs: ReferenceSet) -> float:
+    """Half the smallest gap between distinct numerical reference values.
+
+    A prediction within this distance of its reference is closer to it than to any other value
+    the program outputs on these inputs, so rounding to the nearest value decodes it right.
+    """
+    values = np.unique(np.round(refs.targets[refs.mask > 0].astype(np.float64), 9))
+    if len(values) < 2:
+        return 0.5
+    return float(np.min(np.diff(values)) / 2)
+
+
 def predict(model: FrozenModel, projection: jax.Array | None, ids: jax.Array) -> jax.Array:
     """Predicted value index (categorical) or value (numerical) per position."""
     out = model.forward(model.params, ids, projection=projection).output
@@ -70,10 +82,12 @@ def predict(model: FrozenModel, projection: jax.Array | None, ids: jax.Array) ->
 
 @dataclasses.dataclass(frozen=True)
 class Accuracy:
-    """Fraction of scored positions right, and of sequences right at every scored position."""
+    """Fraction of scored positions right, of sequences right at every scored position, and
+    (numerical outputs) the mean squared error over scored positions (NaN for categorical)."""
 
     position: float
     sequence: float
+    mse: float = float("nan")
 
 
 def accuracy(
@@ -84,33 +98,37 @@ def accuracy(
 
     Numerical positions count as right within ``atol`` of the reference.
     """
-    fn = _correct_fn(model, refs.kind, atol)
+    fn = _scores_fn(model, refs.kind, atol)
     proj = None if projection is None else jnp.asarray(projection)
-    good_pos, good_seq, n_pos = 0.0, 0, 0.0
+    good_pos, good_seq, n_pos, sq = 0.0, 0, 0.0, 0.0
     for start in range(0, len(refs.ids), batch_size):
         sl = slice(start, start + batch_size)
-        correct = np.asarray(fn(model.params, proj, refs.ids[sl], refs.targets[sl]))
+        correct, sq_err = (np.asarray(a) for a in fn(model.params, proj, refs.ids[sl], refs.targets[sl]))
         mask = refs.mask[sl]
         good_pos += float(np.sum(correct * mask))
+        sq += float(np.sum(sq_err * mask))
         n_pos += float(np.sum(mask))
         good_seq += int(np.sum(np.all((correct > 0) | (mask == 0), axis=1)))
-    return Accuracy(good_pos / max(n_pos, 1.0), good_seq / max(len(refs.ids), 1))
+    mse = sq / max(n_pos, 1.0) if refs.kind == "numerical" else float("nan")
+    return Accuracy(good_pos / max(n_pos, 1.0), good_seq / max(len(refs.ids), 1), mse)
 
 
-_CORRECT_CACHE: dict[tuple[Callable, str, float], Callable] = {}
+_SCORES_CACHE: dict[tuple[Callable, str, float], Callable] = {}
 
 
-def _correct_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
-    """Jitted ``(params, projection, ids, targets) -> [N, T]`` 0/1, cached per forward function."""
+def _scores_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
+    """Jitted ``(params, projection, ids, targets) -> ([N, T] 0/1 right, [N, T] squared error)``."""
     key = (model.forward, kind, atol)
-    if key not in _CORRECT_CACHE:
+    if key not in _SCORES_CACHE:
         forward = model.forward
 
-        def correct(params, projection, ids, targets):
+        def scores(params, projection, ids, targets):
             out = forward(params, ids, projection=projection).output
             if kind == "categorical":
-                return (jnp.argmax(out, axis=-1) == targets).astype(jnp.float32)
-            return (jnp.abs(out - targets) <= atol).astype(jnp.float32)
+                right = jnp.argmax(out, axis=-1) == targets
+                return right.astype(jnp.float32), jnp.zeros(targets.shape, jnp.float32)
+            err = jnp.square(out - targets)
+            return (jnp.abs(out - targets) <= atol).astype(jnp.float32), err
 
-        _CORRECT_CACHE[key] = jax.jit(correct)
-    return _CORRECT_CACHE[key]
+        _SCORES_CACHE[key] = jax.jit(scores)
+    return _SCORES_CACHE[key]

@@ -6,8 +6,14 @@ positions carry no program value and are ignored.
 * ``L_out``: softmax cross-entropy of the compressed logits against the compiled model's output
   (its argmax as a one-hot label, or its softmax distribution) for categorical programs; mean
   squared error against the compiled values for numerical programs.
-* ``L_layer``: sum over residual snapshots of the squared Euclidean distance between the compiled
-  residual vector and the compressed model's decompressed one (``r @ W.T``).
+* ``L_layer``: sum over layers of the squared distance between the compiled model's vector and
+  the compressed model's decompressed one. With ``layer_target="outputs"`` (default) the vectors
+  are what each sub-layer writes into the stream — the paper's "output vectors at layer i" — taken
+  as differences of consecutive residual snapshots: for the compressed model that is
+  ``delta @ W @ W.T``, the sub-layer's output written through W and read back. With
+  ``"residuals"`` they are the whole residual streams after each sub-layer (``r @ W.T``).
+  Per position the squared distance is summed (``layer_reduction="sum"``) or averaged
+  (``"mean"``) over the D coordinates, then averaged over positions.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 
-from compression.config import CategoricalTarget, LossConfig
+from compression.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
 from compression.frozen import FrozenModel, OutputKind
 
 
@@ -50,23 +56,41 @@ def output_loss(
     return _masked_mean(per_position, mask)
 
 
+def layer_vectors(residuals: Sequence[jax.Array], target: LayerTarget, include_embedding: bool) -> list[jax.Array]:
+    """The per-layer vectors L_layer compares, from residual snapshots (embedding first).
+
+    ``"outputs"``: ``residuals[i] - residuals[i - 1]`` for every sub-layer ``i``;
+    ``"residuals"``: the snapshots after each sub-layer. ``include_embedding`` prepends
+    ``residuals[0]`` (the embedding's output).
+    """
+    if target == "outputs":
+        vectors = [after - before for before, after in zip(residuals[:-1], residuals[1:])]
+    elif target == "residuals":
+        vectors = list(residuals[1:])
+    else:
+        raise ValueError(f"unknown layer_target {target!r}; use outputs or residuals")
+    return ([residuals[0]] if include_embedding else []) + vectors
+
+
 def layer_loss(
     predicted: Sequence[jax.Array],
     target: Sequence[jax.Array],
     mask: jax.Array,
-    include_embedding: bool = True,
+    reduction: LayerReduction = "sum",
 ) -> jax.Array:
-    """L_layer: sum over snapshots of the per-position squared distance, averaged over positions.
+    """Sum over layers of the masked mean over positions of the squared distance.
 
-    ``predicted``/``target`` are the ``[B, T, D]`` residual snapshots (embedding first); with
-    ``include_embedding=False`` the first snapshot is left out.
+    ``predicted``/``target`` are matching lists of ``[B, T, D]`` vectors (see
+    :func:`layer_vectors`); ``reduction`` sums or averages the D coordinates.
     """
     if len(predicted) != len(target):
-        raise ValueError(f"got {len(predicted)} predicted and {len(target)} target residuals")
-    start = 0 if include_embedding else 1
+        raise ValueError(f"got {len(predicted)} predicted and {len(target)} target layer vectors")
+    reduce = {"sum": jnp.sum, "mean": jnp.mean}.get(reduction)
+    if reduce is None:
+        raise ValueError(f"unknown layer_reduction {reduction!r}; use sum or mean")
     total = jnp.zeros((), jnp.float32)
-    for pred, ref in zip(predicted[start:], target[start:]):
-        total = total + _masked_mean(jnp.sum(jnp.square(pred - ref), axis=-1), mask)
+    for pred, ref in zip(predicted, target):
+        total = total + _masked_mean(reduce(jnp.square(pred - ref), axis=-1), mask)
     return total
 
 
@@ -84,6 +108,11 @@ def compression_loss(
     compressed = model.forward(model.params, ids, projection=projection)
     mask = position_mask(ids, model.bos_id, model.pad_id)
     l_out = output_loss(compressed.output, ref_output, mask, model.output_kind, config.categorical_target)
-    l_layer = layer_loss(compressed.residuals, ref_residuals, mask, config.include_embedding)
+    l_layer = layer_loss(
+        layer_vectors(compressed.residuals, config.layer_target, config.include_embedding),
+        layer_vectors(ref_residuals, config.layer_target, config.include_embedding),
+        mask,
+        config.layer_reduction,
+    )
     total = config.out_weight * l_out + config.layer_weight * l_layer
     return total, {"out": l_out, "layer": l_layer, "total": total}

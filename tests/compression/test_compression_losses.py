@@ -8,7 +8,7 @@ import pytest
 
 import compression_fake as fake
 from compression.config import LossConfig
-from compression.losses import compression_loss, layer_loss, output_loss, position_mask
+from compression.losses import compression_loss, layer_loss, layer_vectors, output_loss, position_mask
 
 IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD
 MASK = jnp.asarray([[0.0, 1.0, 1.0, 0.0]])
@@ -44,19 +44,36 @@ def test_layer_loss_sums_layers_of_squared_distance():
     first = jnp.asarray([[[9.0, 9.0], [1.0, 2.0], [0.0, 1.0], [9.0, 9.0]]])  # 5 and 1 -> mean 3
     second = jnp.asarray([[[0.0, 0.0], [3.0, 0.0], [0.0, 0.0], [5.0, 5.0]]])  # 9 and 0 -> mean 4.5
     assert float(layer_loss([first, second], [zeros, zeros], MASK)) == pytest.approx(7.5)
-    assert float(layer_loss([first, second], [zeros, zeros], MASK, include_embedding=False)) == pytest.approx(4.5)
+    assert float(layer_loss([first, second], [zeros, zeros], MASK, "mean")) == pytest.approx(7.5 / 2)
+    assert float(layer_loss([second], [zeros], MASK)) == pytest.approx(4.5)
 
 
-def test_layer_loss_rejects_mismatched_snapshots():
-    with pytest.raises(ValueError, match="residuals"):
+def test_layer_vectors_are_sublayer_outputs_or_residuals():
+    r0, r1, r2 = (jnp.full((1, 1, 2), v) for v in (1.0, 3.0, 7.0))
+    outputs = layer_vectors([r0, r1, r2], "outputs", include_embedding=False)
+    assert [float(v[0, 0, 0]) for v in outputs] == [2.0, 4.0]
+    with_embedding = layer_vectors([r0, r1, r2], "outputs", include_embedding=True)
+    assert [float(v[0, 0, 0]) for v in with_embedding] == [1.0, 2.0, 4.0]
+    residuals = layer_vectors([r0, r1, r2], "residuals", include_embedding=False)
+    assert [float(v[0, 0, 0]) for v in residuals] == [3.0, 7.0]
+
+
+def test_layer_loss_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="layer vectors"):
         layer_loss([jnp.zeros((1, 4, 2))], [], MASK)
+    with pytest.raises(ValueError, match="layer_reduction"):
+        layer_loss([], [], MASK, "max")
+    with pytest.raises(ValueError, match="layer_target"):
+        layer_vectors([jnp.zeros((1, 4, 2))], "inputs", False)
 
 
 @pytest.mark.parametrize("categorical", [False, True])
-def test_identity_projection_has_zero_layer_loss(categorical):
+@pytest.mark.parametrize("target", ["outputs", "residuals"])
+def test_identity_projection_has_zero_layer_loss(categorical, target):
     model = fake.frozen_model(categorical)
     ids = jnp.asarray([[4, 3, 0, 3, 5, 5], [4, 1, 3, 2, 3, 0]])
-    total, parts = compression_loss(jnp.eye(model.residual_dim), model, ids, LossConfig())
+    config = LossConfig(layer_target=target, include_embedding=True)
+    total, parts = compression_loss(jnp.eye(model.residual_dim), model, ids, config)
     assert float(parts["layer"]) == 0.0
     if not categorical:
         assert float(parts["out"]) == 0.0

@@ -1,0 +1,85 @@
+"""Shared plumbing of the experiment scripts: arguments, output files, the paper-vs-ours table."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import jax
+
+
+def base_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """Options every experiment takes."""
+    parser = argparse.ArgumentParser(prog=f"python -m compression.experiments.{name}", description=description)
+    parser.add_argument("--out", type=Path, default=Path("out") / "compression" / name,
+                        help="output folder for PNGs, JSON, CSV and checkpoints (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few hundred steps on few widths: checks the pipeline, not the paper's numbers")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (overrides the default)")
+    parser.add_argument("--batch-size", type=int, default=256, help="batch size (paper: 256)")
+    parser.add_argument("--chunk-size", type=int, default=None, help="steps fused per jitted call")
+    parser.add_argument("--seed", type=int, default=0, help="seed of W's init and of the data")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    return parser
+
+
+def _atomic_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, NaN/inf to None."""
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _clean(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> Path:
+    """Write ``data`` as indented JSON, atomically."""
+    return _atomic_text(path, json.dumps(_clean(data), indent=2, sort_keys=False) + "\n")
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+    """Write a list of flat dicts as CSV (columns from the first row), atomically."""
+    import io
+
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _clean(v) for k, v in row.items()})
+    return _atomic_text(path, buffer.getvalue())
+
+
+def comparison_table(rows: Iterable[tuple[str, str, str]]) -> str:
+    """A three-column text table: quantity, the paper's number, ours."""
+    rows = [("quantity", "paper", "ours")] + [tuple(map(str, r)) for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def environment() -> dict[str, Any]:
+    """Where the experiment ran (recorded in its JSON)."""
+    devices = jax.local_devices()
+    return {"backend": jax.default_backend(), "devices": [str(d) for d in devices], "device_count": len(devices),
+            "jax": jax.__version__, "cpu_count": os.cpu_count()}
