@@ -14,6 +14,7 @@ import multiprocessing
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
@@ -35,6 +36,7 @@ SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (
     ((1, 2, 3, 4, 5, 6, 7, 8), 8),
 )
 MODES = (False, True)  # causal
+WORKER_TASKS = 40  # programs per worker process before it is replaced
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,8 +121,11 @@ def run(options: Options, jobs: int = 1) -> Iterable[ProgramResult]:
     if jobs <= 1:
         yield from map(_worker, tasks)
         return
-    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        yield from pool.imap(_worker, tasks, chunksize=4)
+    # Workers are recycled (long-lived ones accumulated memory until the OOM killer took one,
+    # which hung a multiprocessing.Pool); a killed worker now raises BrokenProcessPool instead.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=WORKER_TASKS) as pool:
+        yield from pool.map(_worker, tasks)
 
 
 def _percent(count: int, total: int) -> str:
