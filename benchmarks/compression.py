@@ -35,6 +35,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=250, help="steps per jitted call (accuracy checked between)")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=None, help="initial learning rate (default: the experiments')")
     parser.add_argument("--cpu-devices", type=int, default=None, help="XLA host devices to split the CPU into")
     return parser.parse_args()
 
@@ -46,7 +47,8 @@ def main() -> None:
                                    + f" --xla_force_host_platform_device_count={args.cpu_devices}").strip()
     import jax  # noqa: E402  (after XLA_FLAGS)
 
-    from compression.config import TrainConfig
+    from compression.config import OptimizerConfig, TrainConfig
+    from compression.experiments.common import EXPERIMENT_LR
     from compression.evaluation import accuracy, nearest_value_tolerance
     from compression.experiments import frac_prevs as fp_exp
     from compression.experiments import sort_unique as su_exp
@@ -57,7 +59,8 @@ def main() -> None:
     cases = {"frac_prevs": (frac_prevs_task, fp_exp.BENCHMARK_D), "sort_unique": (sort_unique_task, su_exp.DEFAULT_D)}
     devices = jax.local_devices()
     print(f"backend={jax.default_backend()} devices={len(devices)} ({devices[0].device_kind}) "
-          f"cpu_count={os.cpu_count()} batch={args.batch_size} chunk={args.chunk_size} step budget={args.steps}")
+          f"cpu_count={os.cpu_count()} batch={args.batch_size} chunk={args.chunk_size} step budget={args.steps} "
+          f"lr_init={args.lr or EXPERIMENT_LR}")
     header = (f"{'case':<12} {'D':>3} {'d':>3} {'compile s':>9} {'steps/s':>8} {'quality at':>16} "
               f"{'compiled acc at':>16} {'best acc':>8} {'final mse':>9}")
     print(header)
@@ -70,7 +73,7 @@ def main() -> None:
         tol = nearest_value_tolerance(refs) if numerical else 0.5
         target = accuracy(task.model, None, refs, tol).position
         config = TrainConfig(d=d, steps=args.steps, batch_size=args.batch_size, chunk_size=args.chunk_size,
-                             seed=args.seed)
+                             seed=args.seed, optimizer=OptimizerConfig(lr_init=args.lr or EXPERIMENT_LR))
         compressor = Compressor(task.model, task.space, config)
         marks: list[tuple[int, float, float, float]] = []  # (step, seconds, accuracy, mse)
         start = time.perf_counter()

@@ -48,6 +48,9 @@ class SamplingConfig:
 
     mode: SamplingMode = "auto"
     enumerate_limit: int = 20_000  # "auto" enumerates when the space has at most this many inputs
+    # draw from the enumerated pool with every length equally likely (as random sampling does),
+    # instead of every sequence equally likely (which makes short inputs rare)
+    balance_lengths: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,13 +99,44 @@ def use_enumeration(space: InputSpace, config: SamplingConfig) -> bool:
     raise ValueError(f"unknown sampling mode {config.mode!r}; use auto, random or enumerate")
 
 
-def training_pool(space: InputSpace, config: SamplingConfig) -> np.ndarray | None:
-    """The enumerated inputs when ``config`` asks for enumeration, else None (sample instead)."""
-    return enumerate_inputs(space) if use_enumeration(space, config) else None
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """The enumerated inputs and the probability of drawing each row."""
+
+    ids: np.ndarray  # [N, width] int32
+    probs: np.ndarray  # [N] float32, sums to 1
 
 
-def draw_batch(key: jax.Array, space: InputSpace, batch_size: int, pool: jax.Array | None = None) -> jax.Array:
-    """One training batch: uniform rows of ``pool`` (with replacement) or fresh samples (jittable)."""
-    if pool is None:
+def input_lengths(ids: np.ndarray, pad_id: int) -> np.ndarray:
+    """Number of real tokens in each row (BOS and PAD excluded)."""
+    return np.sum(np.asarray(ids)[:, 1:] != pad_id, axis=1)
+
+
+def training_pool(space: InputSpace, config: SamplingConfig) -> Pool | None:
+    """The enumerated inputs when ``config`` asks for enumeration, else None (sample instead).
+
+    With ``balance_lengths`` each length gets the same total probability, spread evenly over the
+    sequences of that length; otherwise every sequence is equally likely.
+    """
+    if not use_enumeration(space, config):
+        return None
+    ids = enumerate_inputs(space)
+    if not config.balance_lengths:
+        return Pool(ids, np.full(len(ids), 1.0 / len(ids), np.float32))
+    lengths = input_lengths(ids, space.pad_id)
+    values, counts = np.unique(lengths, return_counts=True)
+    per_length = dict(zip(values.tolist(), counts.tolist()))
+    probs = np.asarray([1.0 / (len(values) * per_length[n]) for n in lengths.tolist()], np.float64)
+    return Pool(ids, (probs / probs.sum()).astype(np.float32))
+
+
+def draw_batch(
+    key: jax.Array, space: InputSpace, batch_size: int, pool_ids: jax.Array | None = None,
+    pool_probs: jax.Array | None = None,
+) -> jax.Array:
+    """One training batch: rows of the pool drawn with ``pool_probs`` (with replacement), or
+    fresh samples when there is no pool (jittable)."""
+    if pool_ids is None:
         return sample_inputs(key, space, batch_size)
-    return pool[jax.random.randint(key, (batch_size,), 0, pool.shape[0])]
+    rows = jax.random.choice(key, pool_ids.shape[0], (batch_size,), replace=True, p=pool_probs)
+    return pool_ids[rows]

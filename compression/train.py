@@ -64,9 +64,10 @@ class StepSpec:
                 == (other.space, other.loss, other.optimizer, other.total_steps, other.batch_size, other.parallel))
 
 
-def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: jax.Array | None, state: TrainState,
-          _: Any) -> tuple[TrainState, jax.Array]:
-    ids = draw_batch(jax.random.fold_in(data_key, state.step), spec.space, spec.batch_size, pool)
+def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None,
+          state: TrainState, _: Any) -> tuple[TrainState, jax.Array]:
+    pool_ids, pool_probs = pool if pool is not None else (None, None)
+    ids = draw_batch(jax.random.fold_in(data_key, state.step), spec.space, spec.batch_size, pool_ids, pool_probs)
     ids = jax.lax.with_sharding_constraint(ids, spec.parallel.batch)
     model = dataclasses.replace(spec.model, params=params)
     (_, parts), grads = jax.value_and_grad(compression_loss, has_aux=True)(state.projection, model, ids, spec.loss)
@@ -77,7 +78,7 @@ def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: jax.Array | No
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "length"), donate_argnums=0)
-def _run_chunk(state: TrainState, params: Any, data_key: jax.Array, pool: jax.Array | None, *,
+def _run_chunk(state: TrainState, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None, *,
                spec: StepSpec, length: int) -> tuple[TrainState, jax.Array]:
     state, metrics = jax.lax.scan(functools.partial(_step, spec, params, data_key, pool), state, None, length=length)
     return jax.lax.with_sharding_constraint(state, spec.parallel.replicated), metrics
@@ -111,7 +112,7 @@ class Compressor:
                              self.parallel)
         pool = training_pool(space, config.sampling)
         rep = self.parallel.replicated
-        self._pool = None if pool is None else jax.device_put(jnp.asarray(pool), rep)
+        self._pool = None if pool is None else jax.device_put((jnp.asarray(pool.ids), jnp.asarray(pool.probs)), rep)
         self._params = jax.device_put(model.params, rep)
         base_key = jax.random.key(config.seed)
         self._init_key = jax.random.fold_in(base_key, _INIT_STREAM)

@@ -25,7 +25,9 @@ from compression import plots
 from compression.analysis import pca_baseline, residual_pair
 from compression.config import TrainConfig
 from compression.evaluation import accuracy, nearest_value_tolerance
-from compression.experiments.common import base_parser, comparison_table, environment, write_csv, write_json
+from compression.experiments.common import (
+    base_parser, comparison_table, environment, optimizer_from_args, steps_from_args, write_csv, write_json,
+)
 from compression.experiments.runs import evaluation_loss, train_and_measure
 from compression.projection import gram
 from compression.sampling import enumerate_inputs
@@ -55,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     big_d = task.model.residual_dim
     widths = args.widths or (list(QUICK_WIDTHS) if args.quick else list(range(1, big_d + 1)))
     gram_d = PAPER["gram_d"] if PAPER["gram_d"] in widths else max(widths)
-    steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)
+    steps = steps_from_args(args, DEFAULT_STEPS, QUICK_STEPS)
     chunk = args.chunk_size or min(1000, steps)
     out: Path = args.out
 
@@ -66,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     rows, curves, projections = [], {}, {}
     for d in widths:
-        config = TrainConfig(d=d, steps=steps, batch_size=args.batch_size, chunk_size=chunk, seed=args.seed)
+        config = TrainConfig(d=d, steps=steps, batch_size=args.batch_size, chunk_size=chunk, seed=args.seed,
+                             optimizer=optimizer_from_args(args))
         result, summary = train_and_measure(task, config, refs, tol, out / "checkpoints" / f"d{d}",
                                             progress=not args.no_progress)
         rows.append(summary.row())
@@ -111,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "paper": PAPER,
         "ours": {
             "residual_dim": big_d, "residual_labels": list(labels), "steps": steps, "batch_size": args.batch_size,
+            "lr_init": optimizer_from_args(args).lr_init,
             "quick": args.quick, "widths": rows, "good_from_d": good_from, "accurate_from_d": accurate_from,
             "compiled_accuracy": compiled_accuracy.position, "numerical_tolerance": tol,
             "gram_d": gram_d, "learned_at_gram_d": learned_row,

@@ -25,7 +25,9 @@ from compression import plots
 from compression.analysis import layer_cosine_similarity, mean_layer_outputs, residual_pair, variable_breakdown
 from compression.config import TrainConfig
 from compression.evaluation import accuracy
-from compression.experiments.common import base_parser, comparison_table, environment, write_csv, write_json
+from compression.experiments.common import (
+    base_parser, comparison_table, environment, optimizer_from_args, steps_from_args, write_csv, write_json,
+)
 from compression.experiments.runs import train_and_measure
 from compression.projection import gram
 from compression.sampling import enumerate_inputs
@@ -39,7 +41,7 @@ PAPER = {
     "steps": 300_000,
     "batch_size": 256,
 }
-DEFAULT_D, DEFAULT_STEPS, QUICK_STEPS = 8, 20_000, 300
+DEFAULT_D, DEFAULT_STEPS, QUICK_STEPS = 12, 10_000, 300
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
@@ -50,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     task = sort_unique_task(args.vocab_size, args.max_seq_len)
     labels = task.model.residual_labels
-    steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)
+    steps = steps_from_args(args, DEFAULT_STEPS, QUICK_STEPS)
     chunk = args.chunk_size or min(1000 if not args.quick else 100, steps)
     out: Path = args.out
 
@@ -69,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
                       **{f"cos_{n}": float(c) for n, c in zip(outputs.names, cos)}})
         return False
 
-    config = TrainConfig(d=args.d, steps=steps, batch_size=args.batch_size, chunk_size=chunk, seed=args.seed)
+    config = TrainConfig(d=args.d, steps=steps, batch_size=args.batch_size, chunk_size=chunk, seed=args.seed,
+                             optimizer=optimizer_from_args(args))
     result, summary = train_and_measure(task, config, refs, 0.5, out / "checkpoints" / f"d{args.d}",
                                         progress=not args.no_progress, on_chunk=record)
     pair = residual_pair(task.model, result.projection, ids)
@@ -103,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "paper": PAPER,
         "ours": {
             "d": args.d, "residual_dim": task.model.residual_dim, "residual_labels": list(labels), "steps": steps,
-            "batch_size": args.batch_size, "quick": args.quick, "run": summary.row(),
+            "batch_size": args.batch_size, "lr_init": optimizer_from_args(args).lr_init, "quick": args.quick,
+            "run": summary.row(),
             "compiled_accuracy": compiled_accuracy.position, "layer_cosine": layer_cos,
             "mean_cosine_over_active_layers": float(np.nanmean(cosine)),
             "squared_error_by_variable": by_variable, "largest_discrepancy": worst,

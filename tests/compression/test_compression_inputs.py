@@ -8,7 +8,7 @@ import compression_fake as fake
 from compression.config import OptimizerConfig, SamplingConfig
 from compression.optim import learning_rate_schedule
 from compression.projection import gram, init_projection
-from compression.sampling import InputSpace, enumerate_inputs, draw_batch, sample_inputs, training_pool, use_enumeration
+from compression.sampling import InputSpace, enumerate_inputs, draw_batch, input_lengths, sample_inputs, training_pool, use_enumeration
 
 
 def _check_rows(rows: np.ndarray, space: InputSpace) -> None:
@@ -63,8 +63,21 @@ def test_auto_mode_enumerates_small_spaces_only():
     pool = {tuple(r) for r in enumerate_inputs(space)}
     assert training_pool(space, SamplingConfig(mode="random")) is None
     source = training_pool(space, SamplingConfig(mode="enumerate"))
-    batch = np.asarray(draw_batch(jax.random.key(0), space, 64, source))
+    batch = np.asarray(draw_batch(jax.random.key(0), space, 64, source.ids, source.probs))
     assert all(tuple(r) in pool for r in batch)
+
+
+def test_pool_balances_lengths_or_sequences():
+    space = fake.input_space()
+    balanced = training_pool(space, SamplingConfig())
+    lengths = input_lengths(balanced.ids, space.pad_id)
+    for n in range(1, 6):  # each length carries 1/5 of the probability
+        assert balanced.probs[lengths == n].sum() == pytest.approx(0.2, abs=1e-5)
+    flat = training_pool(space, SamplingConfig(balance_lengths=False))
+    np.testing.assert_allclose(flat.probs, 1 / len(flat.ids))
+    batch = np.asarray(draw_batch(jax.random.key(1), space, 4000, balanced.ids, balanced.probs))
+    share_of_single_tokens = np.mean(input_lengths(batch, space.pad_id) == 1)
+    assert 0.17 < share_of_single_tokens < 0.23
 
 
 def test_invalid_spaces_are_refused():

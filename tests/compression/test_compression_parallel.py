@@ -14,7 +14,7 @@ from compression.train import Compressor
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CONFIG = TrainConfig(d=10, steps=60, batch_size=32, chunk_size=20, seed=3, optimizer=OptimizerConfig(lr_init=1e-2))
+CONFIG = TrainConfig(d=10, steps=60, batch_size=32, chunk_size=20, seed=3, optimizer=OptimizerConfig(lr_init=1e-3))
 
 SCRIPT = """
 import json, sys
@@ -22,7 +22,7 @@ import jax, numpy as np
 import compression_fake as fake
 from compression.config import OptimizerConfig, TrainConfig
 from compression.train import Compressor, _run_chunk
-config = TrainConfig(d=10, steps=60, batch_size=32, chunk_size=20, seed=3, optimizer=OptimizerConfig(lr_init=1e-2))
+config = TrainConfig(d=10, steps=60, batch_size=32, chunk_size=20, seed=3, optimizer=OptimizerConfig(lr_init=1e-3))
 c = Compressor(fake.frozen_model(), fake.input_space(), config)
 state = c.init_state()
 hlo = _run_chunk.lower(state, c._params, c._data_key, c._pool, spec=c.spec, length=20).compile().as_text()
@@ -45,4 +45,4 @@ def test_two_devices_give_the_single_device_result():
     single = Compressor(fake.frozen_model(), fake.input_space(), CONFIG).train(progress=False)
     # Summation order differs across devices, and Adam amplifies float noise in near-zero
     # gradient coordinates, so the runs agree closely rather than bit for bit.
-    np.testing.assert_allclose(np.asarray(report["w"]), single.projection, atol=2e-3)
+    np.testing.assert_allclose(np.asarray(report["w"]), single.projection, atol=1e-3)
