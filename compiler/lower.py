@@ -121,9 +121,11 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
     if not numerical_in:
         if numerical_out:
             return categorical_mlp.map_categorical_to_numerical_mlp(
-                in_space, out_space, fn, hidden_name=_hidden(label)
+                in_space, out_space, fn, hidden_name=_hidden(label), one_space=options.one_space
             )
-        return categorical_mlp.map_categorical_mlp(in_space, out_space, fn, hidden_name=_hidden(label))
+        return categorical_mlp.map_categorical_mlp(
+            in_space, out_space, fn, hidden_name=_hidden(label), one_space=options.one_space
+        )
     build = numerical_mlp.map_numerical_mlp if numerical_out else numerical_mlp.map_numerical_to_categorical_mlp
     return build(
         fn,

@@ -1,13 +1,17 @@
 """MLPs for Maps and SequenceMaps on categorical (one-hot) inputs: lookup tables.
 
-Map (one input): the hidden layer is a copy of the input one-hot (one ReLU unit per input value,
-no bias), the second layer writes the table entry of each value. Zero in gives zero out, so the
-BOS position and an empty (None) input write nothing and no BOS term is needed.
+Map (one input): one ReLU unit per input value, the second layer writes the table entry of each
+value. Without `one_space` the hidden layer is a plain copy of the input one-hot (no bias); with
+it, each unit computes `relu(2 x_onehot - one)`, which maps 1 to 1 and anything below 1/2 to an
+exact 0, so a one-hot carrying float noise (e.g. from a discretising MLP, ~1e-5) comes out clean
+instead of having its noise multiplied by the table's values. Either way zero in gives zero out,
+so the BOS position and an empty (None) input write nothing and no BOS term is needed.
 
 SequenceMap (two inputs): one hidden unit per value pair (x, y) computing
-`relu(x_onehot + y_onehot - one)`, which is 1 exactly when both inputs hold that pair and 0
-otherwise. Its pre-activation is <= 0 whenever either input is empty, including at BOS (both
-inputs zero, `one` = 1), so it satisfies the BOS-zero invariant without a BOS term.
+`relu(2 x_onehot + 2 y_onehot - 3 one)`, which is 1 exactly when both inputs hold that pair and an
+exact 0 otherwise, with a margin of 1 against noise in either input. Its pre-activation is
+negative whenever either input is empty, including at BOS (both inputs zero, `one` = 1), so it
+satisfies the BOS-zero invariant without a BOS term.
 
 Deviation from docs/architecture.md: the single-input builders take an optional keyword
 `hidden_name` (default `"<output label>_hidden"`); the listed positional signature is unchanged.
@@ -69,9 +73,18 @@ def _numerical_outputs(results: Sequence[Any], what: str) -> np.ndarray:
     return out
 
 
-def _identity_hidden(input_space: VectorSpaceWithBasis, hidden_name: str) -> LinearMap:
+def _lookup_hidden(
+    input_space: VectorSpaceWithBasis, hidden_name: str, one_space: VectorSpaceWithBasis | None
+) -> LinearMap:
+    """One hidden unit per input value: a copy, or thresholded at 1/2 when `one_space` is given."""
     hidden = VectorSpaceWithBasis(tuple(BasisDirection(hidden_name, d.value) for d in input_space.basis))
-    return LinearMap(input_space, hidden, np.eye(input_space.num_dims))
+    if one_space is None:
+        return LinearMap(input_space, hidden, np.eye(input_space.num_dims))
+    if one_space.num_dims != 1:
+        raise ValueError("one_space must have exactly one direction")
+    reads = VectorSpaceWithBasis(input_space.basis + one_space.basis)
+    matrix = np.vstack([2.0 * np.eye(input_space.num_dims), -np.ones((1, input_space.num_dims))])
+    return LinearMap(reads, hidden, matrix)
 
 
 def map_categorical_mlp(
@@ -79,12 +92,14 @@ def map_categorical_mlp(
     output_space: VectorSpaceWithBasis,
     operation: Callable[[Hashable], Hashable | None],
     hidden_name: str | None = None,
+    one_space: VectorSpaceWithBasis | None = None,
 ) -> MLP:
     """Lookup-table MLP: input one-hot of x -> output one-hot of operation(x).
 
     `operation(x)` returning None, or a value that is not in `output_space`, writes nothing.
+    Pass `one_space` to threshold the input (clean outputs from noisy one-hots).
     """
-    first = _identity_hidden(input_space, hidden_name or _hidden_default(output_space))
+    first = _lookup_hidden(input_space, hidden_name or _hidden_default(output_space), one_space)
     results = [operation(d.value) for d in input_space.basis]
     cols = _output_indices(output_space, results)
     second = np.zeros((input_space.num_dims, output_space.num_dims))
@@ -98,11 +113,15 @@ def map_categorical_to_numerical_mlp(
     output_space: VectorSpaceWithBasis,
     operation: Callable[[Hashable], float | None],
     hidden_name: str | None = None,
+    one_space: VectorSpaceWithBasis | None = None,
 ) -> MLP:
-    """Input one-hot of x -> operation(x) on the single numerical output direction (None -> 0)."""
+    """Input one-hot of x -> operation(x) on the single numerical output direction (None -> 0).
+
+    Pass `one_space` to threshold the input (clean outputs from noisy one-hots).
+    """
     if output_space.num_dims != 1:
         raise ValueError("numerical output space must have exactly one direction")
-    first = _identity_hidden(input_space, hidden_name or _hidden_default(output_space))
+    first = _lookup_hidden(input_space, hidden_name or _hidden_default(output_space), one_space)
     results = [operation(d.value) for d in input_space.basis]
     second = _numerical_outputs(results, "map_categorical_to_numerical_mlp")[:, None]
     return MLP(first, LinearMap(first.output_space, output_space, second))
@@ -143,9 +162,9 @@ def sequence_map_categorical_mlp(
     input_space = VectorSpaceWithBasis(input1_space.basis + input2_space.basis + one_space.basis)
     first = np.zeros((n1 + n2 + 1, n1 * n2))
     pair = np.arange(n1 * n2)
-    first[pair // max(n2, 1), pair] = 1.0
-    first[n1 + pair % max(n2, 1), pair] = 1.0
-    first[n1 + n2, :] = -1.0
+    first[pair // max(n2, 1), pair] = 2.0
+    first[n1 + pair % max(n2, 1), pair] = 2.0
+    first[n1 + n2, :] = -3.0
     results = _pairwise(operation, xs, ys)
     if _is_numerical_space(output_space):
         second = _numerical_outputs(results, "sequence_map_categorical_mlp")[:, None]

@@ -201,11 +201,14 @@ def _discretising_mlp(
         # value set (k_i * reach / g_i) would pass MAX_PRE_ACTIVATION, never below 2.
         reach = np.maximum(np.abs(xs[-1] - mids), np.abs(xs[0] - mids))
         sharpness = np.clip(MAX_PRE_ACTIVATION * gaps / reach, MIN_SHARPNESS, exactness)
-        slopes = (sharpness / gaps).astype(np.float32).astype(np.float64)
-        # Centre each ramp on an integer pre-activation: the pair's biases are then c + 1/2 and
-        # c - 1/2 exactly in float32, so a saturated ramp contributes exactly 1 (float rounding of
-        # slope * x + bias is the same for both units of the pair). The shift of at most half a
-        # ramp width keeps every value of the set outside the ramp for exactness >= 2.
+        # Slopes are powers of two (rounded up: a sharper ramp only widens the exact window), so
+        # slope * x is exact in float32, and centres sit on integer pre-activations, so the
+        # pair's biases c +- 1/2 are exact too. For inputs on a dyadic grid (integers, halves,
+        # ...) the pre-activations are then exact and a saturated ramp contributes exactly 1;
+        # otherwise the pair's two units can round differently only when they straddle a power
+        # of two, by one ulp of MAX_PRE_ACTIVATION at most. The centring shift of at most half a
+        # ramp width keeps every value of the set outside the ramp (MIN_SHARPNESS).
+        slopes = np.exp2(np.ceil(np.log2(sharpness / gaps)))
         centres = np.round(-slopes * mids)
         offsets = np.array([0.5, -0.5])
         biases = centres[:, None] + offsets[None, :]

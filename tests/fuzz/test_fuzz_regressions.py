@@ -113,7 +113,6 @@ def test_linear_sequence_map_mixing_encodings_compiles():
 # chamber (lower the pre-activation cap, or a noise-tolerant lookup bias); left to the owner.
 
 
-@pytest.mark.xfail(strict=True, reason="open: one-hot noise x value magnitude in a lookup MLP")
 def test_fuzz_s1_p530_lookup_mlp_amplifies_one_hot_noise():
     # Observed: input [0]: compiled [0.9986953735351562], rasp [1.0]
     v2 = rasp.LinearSequenceMap(rasp.tokens, rasp.indices, -3, -3).named("v2")
@@ -125,7 +124,6 @@ def test_fuzz_s1_p530_lookup_mlp_amplifies_one_hot_noise():
     assert_exact(v7, vocab=[0, 4], max_seq_len=3, causal=False)
 
 
-@pytest.mark.xfail(strict=True, reason="open: one-hot noise x coldness in an averaging head")
 def test_fuzz_s1_p626_head_amplifies_one_hot_noise():
     # Observed: input [4, 1, 1, 1]: compiled [..., 0.4971247911453247], rasp [..., 0.5]
     v2 = rasp.numerical(rasp.LinearSequenceMap(rasp.indices, rasp.tokens, -1, 1)).named("v2")
