@@ -103,6 +103,10 @@ class OutputEncoder:
         output = np.asarray(output)
         if self.numerical:
             decoded: list[Any] = [float(v) for v in output]
+        elif not self.values:
+            # An output s-op that is None at every position has an empty one-hot space (logits
+            # of width 0, where argmax fails); every position decodes as None.
+            decoded = [None] * output.shape[0]
         else:
             best = output.argmax(axis=-1)
             empty = output.max(axis=-1) < EMPTY_THRESHOLD

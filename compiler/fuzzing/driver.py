@@ -14,7 +14,6 @@ import multiprocessing
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
@@ -37,6 +36,7 @@ SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (
 )
 MODES = (False, True)  # causal
 WORKER_TASKS = 40  # programs per worker process before it is replaced
+PROGRAM_TIMEOUT = 900  # seconds to wait for the next result before giving up
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +121,20 @@ def run(options: Options, jobs: int = 1) -> Iterable[ProgramResult]:
     if jobs <= 1:
         yield from map(_worker, tasks)
         return
-    # Workers are recycled (long-lived ones accumulated memory until the OOM killer took one,
-    # which hung a multiprocessing.Pool); a killed worker now raises BrokenProcessPool instead.
+    # Workers are recycled (a long-lived one once grew until the OOM killer took it, which
+    # hangs a Pool forever); waiting on each result is bounded so a lost task raises instead.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=WORKER_TASKS) as pool:
-        yield from pool.map(_worker, tasks)
+    with context.Pool(jobs, maxtasksperchild=WORKER_TASKS) as pool:
+        results = pool.imap(_worker, tasks, chunksize=1)
+        for index in range(len(tasks)):
+            try:
+                yield results.next(timeout=PROGRAM_TIMEOUT)
+            except multiprocessing.TimeoutError:
+                raise RuntimeError(
+                    f"no result for program {index} within {PROGRAM_TIMEOUT} s: a worker was "
+                    "killed (out of memory?) or the program compiles very slowly; rerun it "
+                    f"alone with --jobs 1 -n {index + 1}"
+                ) from None
 
 
 def _percent(count: int, total: int) -> str:

@@ -132,3 +132,13 @@ def test_fuzz_s1_p626_head_amplifies_one_hot_noise():
     v5 = rasp.Select(v4, v4, rasp.Comparison.GEQ).named("v5")
     v6 = rasp.numerical(rasp.Aggregate(v5, v3, default=0)).named("v6")
     assert_exact(v6, vocab=[1, 4], max_seq_len=5, causal=False)
+
+
+def test_output_that_is_always_none_decodes_as_none():
+    # Found: CRASH "argmax of an empty sequence" in OutputEncoder.decode: with max_seq_len=1
+    # the output is None everywhere, so its categorical space has no directions.
+    v2 = lib.length.named("v2")
+    v3 = rasp.Map(lambda x: x > 1, v2, simplify=False).named("v3")
+    v4 = rasp.Map(lambda x: None if x == 0 else x, v3).named("v4")
+    assert_exact(v4, vocab=[3], max_seq_len=1, causal=False)
+    assert compile_rasp(v4, [3], 1).apply(["BOS", 3]).decoded == ["BOS", None]
