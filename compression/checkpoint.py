@@ -51,7 +51,8 @@ def save_checkpoint(
     text = json.dumps(record, sort_keys=True)
     path = directory / CHECKPOINT_FILE
     _atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"record": text}))
-    _atomic_write(directory / RECORD_FILE, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=2, sort_keys=True)))
+    readable = json.dumps(record, indent=2, sort_keys=True)
+    _atomic_write(directory / RECORD_FILE, lambda tmp: Path(tmp).write_text(readable))
     return path
 
 

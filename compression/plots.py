@@ -86,8 +86,11 @@ def plot_layer_outputs(
     """Three ``[layers, D]`` heatmaps: mean compiled, mean compressed, mean squared difference (Fig 8 left)."""
     n = len(labels)
     fig, axes = plt.subplots(1, 3, figsize=(3 * (0.3 * n + 1.5), 0.45 * len(layer_names) + 2.8), sharey=True)
-    for ax, data, title in zip(axes, (compiled, compressed, sq_diff), ("compiled", "compressed", "squared difference")):
-        image = ax.imshow(data, aspect="auto", cmap="viridis")
+    limit = max(float(np.max(np.abs(compiled))), float(np.max(np.abs(compressed))), 1e-6)
+    styles = [dict(cmap="RdBu_r", vmin=-limit, vmax=limit)] * 2 + [dict(cmap="viridis", vmin=0.0)]
+    for ax, data, title, style in zip(axes, (compiled, compressed, sq_diff),
+                                      ("compiled", "compressed", "squared difference"), styles):
+        image = ax.imshow(data, aspect="auto", **style)
         ax.set_xticks(range(n), labels, rotation=90, fontsize=7)
         ax.set_yticks(range(len(layer_names)), layer_names, fontsize=8)
         ax.set_title(title)

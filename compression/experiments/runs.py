@@ -39,7 +39,9 @@ class RunSummary:
                 "wall_time_s": self.wall_time_s}
 
 
-def evaluation_loss(model: FrozenModel, projection: np.ndarray, ids: np.ndarray, config: LossConfig) -> dict[str, float]:
+def evaluation_loss(
+    model: FrozenModel, projection: np.ndarray, ids: np.ndarray, config: LossConfig
+) -> dict[str, float]:
     """L_out, L_layer and their weighted sum for ``projection`` on all of ``ids``."""
     _, parts = compression_loss(jnp.asarray(projection), model, jnp.asarray(ids), config)
     return {k: float(v) for k, v in parts.items()}

@@ -41,7 +41,7 @@ PAPER = {
     "steps": 300_000,
     "batch_size": 256,
 }
-DEFAULT_D, DEFAULT_STEPS, QUICK_STEPS = 12, 10_000, 300
+DEFAULT_D, DEFAULT_STEPS, QUICK_STEPS = 12, 30_000, 300
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     files = []
     if curve:
-        names = [n for n in outputs.names if f"cos_{n}" in curve[0]]
+        names = [n for n in outputs.names if any(np.isfinite(c[f"cos_{n}"]) for c in curve)]  # skip empty layers
         files.append(plots.plot_training_metrics(
             [c["step"] for c in curve], [c["accuracy"] for c in curve],
             np.asarray([[c[f"cos_{n}"] for n in names] for c in curve]), names, out / "sort_unique_training.png"))

@@ -9,7 +9,6 @@ output is numerical (``frac_prevs``) or, with ``categorical=True``, logits over 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple
 
 import jax

@@ -69,13 +69,13 @@ def test_square_orthogonal_projection_is_exact_up_to_rounding(sort_unique):
     assert accuracy(model, w, refs).position == 1.0
 
 
-# 2000 steps at batch 128 with a 10x larger initial learning rate than the paper's (which needs
-# ~10^4 steps): every frac_prevs output within half the value gap at >= 95% of positions.
-QUICK_D, QUICK_ACCURACY = 8, 0.95
+# 4000 steps at batch 128, starting the paper's schedule at the experiments' lr 1e-2: at d = 8 every
+# frac_prevs output lands within half the value gap of RASP's at >= 98% of positions (99.9% measured).
+QUICK_D, QUICK_ACCURACY = 8, 0.98
 
 
 def test_quick_run_reaches_the_stated_accuracy_on_frac_prevs(frac_prevs):
-    config = TrainConfig(d=QUICK_D, steps=2000, batch_size=128, chunk_size=500, seed=0,
+    config = TrainConfig(d=QUICK_D, steps=4000, batch_size=128, chunk_size=1000, seed=0,
                          optimizer=OptimizerConfig(lr_init=1e-2))
     result = Compressor(frac_prevs.model, frac_prevs.space, config).train(progress=False)
     refs = frac_prevs.reference_set(enumerate_inputs(frac_prevs.space))

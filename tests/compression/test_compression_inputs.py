@@ -8,7 +8,9 @@ import compression_fake as fake
 from compression.config import OptimizerConfig, SamplingConfig
 from compression.optim import learning_rate_schedule
 from compression.projection import gram, init_projection
-from compression.sampling import InputSpace, enumerate_inputs, draw_batch, input_lengths, sample_inputs, training_pool, use_enumeration
+from compression.sampling import (
+    InputSpace, draw_batch, enumerate_inputs, input_lengths, sample_inputs, training_pool, use_enumeration,
+)
 
 
 def _check_rows(rows: np.ndarray, space: InputSpace) -> None:

@@ -30,7 +30,8 @@ state, _ = c.run_chunk(state, 20)
 spec = c.spec.parallel
 result = c.train(progress=False)
 json.dump({"devices": jax.local_device_count(), "mesh": spec.num_devices,
-           "w_sharding": list(state.projection.sharding.spec), "all_reduce": "all-reduce" in hlo, "w": result.projection.tolist()}, sys.stdout)
+           "w_sharding": list(state.projection.sharding.spec), "all_reduce": "all-reduce" in hlo,
+           "w": result.projection.tolist()}, sys.stdout)
 """
 
 
