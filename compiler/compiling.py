@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 
 from compiler import graph as g
-from compiler.discretise import discretise_sequence_map_inputs
+from compiler.discretise import discretise_numerical_inputs
 from compiler.allocate import Allocator, longest_path
 from compiler.assemble import Embeddings, assemble
 from compiler.compiled_model import CompiledModel
@@ -139,7 +139,7 @@ def compile_rasp(
             f"mlp_exactness must be a number >= {MIN_SHARPNESS:g} (the sharpness of numerical "
             f"MLP ramps), got {mlp_exactness!r}"
         )
-    graph = g.trace(discretise_sequence_map_inputs(program))
+    graph = g.trace(discretise_numerical_inputs(program))
     infer_values(graph, tokens, max_seq_len)
     problems = check_graph(graph, causal)
     if problems:

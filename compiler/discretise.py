@@ -1,12 +1,15 @@
-"""Give SequenceMaps categorical copies of their numerical inputs before compiling.
+"""Give operations that need one-hot inputs categorical copies of their numerical inputs.
 
-A two-input MLP is a lookup table over pairs of one-hot values, so it cannot read a numerical
-(one-direction) s-op. Every numerical s-op has a finite value set, though, so a discretising MLP
-(`categorical(Map(lambda x: x, sop))`, exact on that set) turns it into a one-hot first; this pass
-inserts that copy, labelled `<sop>_categorical`, for each numerical input of a `SequenceMap` (and of
-a `LinearSequenceMap` mixing a numerical and a categorical input; two numerical inputs keep the
-linear MLP). It costs one MLP sub-layer, and none when the numerical input is itself a Map read
-only there (the copy then fuses into it). This is what validation used to ask users to write.
+Three constructions read one-hot values only: a two-input MLP (a lookup table over value pairs),
+an attention head's query and key (a predicate table over value pairs), and a categorical
+Aggregate (which copies a one-hot). Every numerical s-op has a finite value set, so a
+discretising MLP (`categorical(Map(lambda x: x, sop))`, exact on that set) turns it into a one-hot
+first; this pass inserts that copy, labelled `<sop>_categorical`, for each numerical input of a
+`SequenceMap` (and of a `LinearSequenceMap` mixing a numerical and a categorical input; two
+numerical inputs keep the linear MLP), each numerical keys / queries s-op of a `Select`, and the
+numerical s-op of a categorical `Aggregate`. It costs one MLP sub-layer, and none when the
+numerical input is itself a Map read only there (the copy then fuses into it). This is what
+validation used to ask users to write.
 
 The rewrite is done on RASP expressions, before tracing, so value inference, validation, lowering
 and the evaluator all see the same program. Expressions are rebuilt only above a rewritten
@@ -27,13 +30,20 @@ def _identity(x: object) -> object:
     return x
 
 
-def _needs_copies(expr: rasp.RASPExpr) -> bool:
-    if not isinstance(expr, rasp.SequenceMap):
-        return False
-    numerical = [rasp.is_numerical(expr.fst), rasp.is_numerical(expr.snd)]
+def _numerical_inputs(expr: rasp.RASPExpr) -> tuple[rasp.SOp, ...]:
+    """The children of `expr` that must be read as one-hots but are numerical."""
     if isinstance(expr, rasp.LinearSequenceMap):
-        return numerical[0] != numerical[1]
-    return any(numerical)
+        pair = (expr.fst, expr.snd)
+        if rasp.is_numerical(pair[0]) == rasp.is_numerical(pair[1]):
+            return ()
+        return tuple(c for c in pair if rasp.is_numerical(c))
+    if isinstance(expr, rasp.SequenceMap):
+        return tuple(c for c in (expr.fst, expr.snd) if rasp.is_numerical(c))
+    if isinstance(expr, rasp.Select):
+        return tuple(c for c in (expr.keys, expr.queries) if rasp.is_numerical(c))
+    if isinstance(expr, rasp.Aggregate) and rasp.is_categorical(expr) and rasp.is_numerical(expr.sop):
+        return (expr.sop,)
+    return ()
 
 
 def _walk(program: rasp.RASPExpr) -> list[rasp.RASPExpr]:
@@ -77,15 +87,15 @@ def _rebuild(expr: rasp.RASPExpr, child: Callable[[rasp.RASPExpr], rasp.RASPExpr
     return rasp.annotate(new, **dict(expr.annotations))
 
 
-def discretise_sequence_map_inputs(program: rasp.SOp) -> rasp.SOp:
-    """`program` with categorical copies feeding SequenceMaps that read numerical s-ops.
+def discretise_numerical_inputs(program: rasp.SOp) -> rasp.SOp:
+    """`program` with categorical copies where a numerical s-op must be read as a one-hot.
 
     Returns `program` itself when nothing needs rewriting.
     """
     if not isinstance(program, rasp.RASPExpr):
         return program
     order = _walk(program)
-    if not any(_needs_copies(expr) for expr in order):
+    if not any(_numerical_inputs(expr) for expr in order):
         return program
     labels = {expr.label for expr in order}
     replaced: dict[int, rasp.RASPExpr] = {}
@@ -105,9 +115,10 @@ def discretise_sequence_map_inputs(program: rasp.SOp) -> rasp.SOp:
         return copies[id(sop)]
 
     for expr in order:
-        if _needs_copies(expr):
+        numerical = {id(c) for c in _numerical_inputs(expr)}
+        if numerical:
             def child(c: rasp.RASPExpr) -> rasp.RASPExpr:
-                return categorical_copy(c) if rasp.is_numerical(c) else current(c)
+                return categorical_copy(c) if id(c) in numerical else current(c)
 
             replaced[id(expr)] = _rebuild(expr, child)
         elif any(id(c) in replaced for c in expr.children):

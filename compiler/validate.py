@@ -13,7 +13,7 @@ from typing import Any
 import networkx as nx
 
 from compiler import graph as g
-from compiler.discretise import discretise_sequence_map_inputs
+from compiler.discretise import discretise_numerical_inputs
 from compiler import selectors
 from compiler.errors import CompilerError, UnsupportedProgramError
 from compiler.values import infer_values
@@ -26,7 +26,7 @@ def validate(
 ) -> list[str]:
     """Every problem that stops `program` from compiling exactly (empty list: it compiles)."""
     try:
-        graph = g.trace(discretise_sequence_map_inputs(program))
+        graph = g.trace(discretise_numerical_inputs(program))
         infer_values(graph, vocab, max_seq_len)
     except UnsupportedProgramError as error:
         return list(error.problems)
@@ -143,9 +143,9 @@ def _check_selector(graph: nx.DiGraph, expr: rasp.SOp, causal: bool) -> list[str
         for role, label in (("keys", leaf.keys), ("queries", leaf.queries)):
             if _encoding(graph, label) == "numerical":
                 problems.append(
-                    f"{expr.label}: its selector's {role} s-op {label} is numerical; attention "
-                    f"compares categorical values: use categorical(Map(lambda x: x, {label})) "
-                    "as the selector input"
+                    f"{expr.label}: its selector's {role} s-op {label} is numerical (a "
+                    "ConstantSelector over numerical indices); attention compares categorical "
+                    "values: keep indices categorical"
                 )
         if leaf.negated and (_nullable(graph, leaf.keys) or _nullable(graph, leaf.queries)):
             problems.append(
@@ -176,12 +176,8 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
     except UnsupportedProgramError:
         always = False  # the selector problem itself is reported by _check_selector
     if rasp.is_categorical(expr):
-        if _encoding(graph, sop) == "numerical":
-            problems.append(
-                f"{expr.label}: categorical Aggregate of the numerical s-op {sop} may average "
-                "different values, which a one-hot encoding cannot hold; annotate the Aggregate "
-                "numerical(...) to average, or aggregate a categorical s-op"
-            )
+        # (A numerical s-op aggregated categorically was given a one-hot copy by
+        # compiler.discretise before tracing.)
         if expr.default is not None and not always:
             problems.append(
                 f"{expr.label}: categorical Aggregate with default={expr.default!r}; a compiled "

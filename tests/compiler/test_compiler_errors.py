@@ -54,20 +54,20 @@ def test_default_is_irrelevant_when_the_selector_always_selects():
     assert validate(program, VOCAB, 4) == []
 
 
-def test_categorical_aggregate_of_numerical_sop_is_refused():
-    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ)
-    values = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)).named("num_tokens")
-    program = rasp.Aggregate(select, values).named("cat_mean")
-    (problem,) = _problems(program)
-    assert "cat_mean" in problem and "num_tokens" in problem and "average" in problem
-
-
-def test_numerical_selector_input_is_refused():
+def test_numerical_sops_read_as_one_hots_get_a_categorical_copy():
+    # A categorical Aggregate of a numerical s-op and a selector over one compile exactly: the
+    # compiler inserts a discretised categorical copy (`<label>_categorical`) first.
+    values = rasp.numerical(rasp.Map(lambda t: t * 2, rasp.tokens)).named("num_tokens")
+    select = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ)
+    copy = rasp.Aggregate(select, values).named("copy")
     keys = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)).named("num_keys")
-    select = rasp.Select(keys, rasp.tokens, rasp.Comparison.EQ)
-    program = rasp.Aggregate(select, rasp.tokens).named("copy")
-    problems = _problems(program)
-    assert any("num_keys" in p and "categorical" in p for p in problems)
+    width = rasp.SelectorWidth(rasp.Select(keys, rasp.tokens, rasp.Comparison.LT)).named("smaller")
+    program = rasp.SequenceMap(lambda a, b: (a, b), copy, width)
+    model = compile_rasp(program, VOCAB, 4)
+    assert "num_tokens_categorical:6" in model.residual_labels
+    assert "num_keys_categorical:3" in model.residual_labels
+    for tokens in ([3, 1, 2], [2, 2], [1, 3, 3, 1]):
+        assert model.apply(["BOS", *tokens]).decoded[1:] == program(tokens)
 
 
 def test_or_of_selectors_over_different_sops_is_refused_with_rewrite_advice():
