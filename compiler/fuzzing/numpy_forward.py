@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.model import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
+from craft.blocks import activate
 
 
 def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int | None = None) -> np.ndarray:
@@ -23,19 +24,6 @@ def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int
     out = np.zeros(y.shape[:-1] + (out_width,), dtype=np.float32)
     np.add.at(out, (..., list(spec.out_idx)), y)
     return out
-
-
-def _activate(name: str, hidden: np.ndarray) -> np.ndarray:
-    if name == "relu":
-        return np.maximum(hidden, 0)
-    if name == "square":
-        return hidden * hidden
-    if name == "identity":
-        return hidden
-    if name == "bilinear":
-        half = hidden.shape[-1] // 2
-        return hidden[..., :half] * hidden[..., half:]
-    raise ValueError(f"unknown activation {name!r}")
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -73,7 +61,7 @@ def forward(config: ModelConfig, params: dict, ids: np.ndarray) -> np.ndarray:
                 delta = delta + _linear(head.w_o, weights[f"head_{h}_o"], _softmax(logits) @ v, width)
         else:
             hidden = _linear(layer.w_in, weights["w_in"], stream)
-            delta = _linear(layer.w_out, weights["w_out"], _activate(layer.activation, hidden), width)
+            delta = _linear(layer.w_out, weights["w_out"], activate(layer.activation, hidden), width)
         stream = stream + delta
     logits = _linear(config.unembed, groups["unembed"]["w_u"], stream)
     return logits[..., 0] if config.numerical_output else logits
