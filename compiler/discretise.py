@@ -5,8 +5,8 @@ an attention head's query and key (a predicate table over value pairs), and a ca
 Aggregate (which copies a one-hot). Every numerical s-op has a finite value set, so a
 discretising MLP (`categorical(Map(lambda x: x, sop))`, exact on that set) turns it into a one-hot
 first; this pass inserts that copy, labelled `<sop>_categorical`, for each numerical input of a
-`SequenceMap` (and of a `LinearSequenceMap` mixing a numerical and a categorical input; two
-numerical inputs keep the linear MLP), each numerical keys / queries s-op of a `Select`, and the
+`SequenceMap` (and of a `LinearSequenceMap`, unless both inputs and the output are numerical:
+that one is an exact linear MLP), each numerical keys / queries s-op of a `Select`, and the
 numerical s-op of a categorical `Aggregate`. It costs one MLP sub-layer, and none when the
 numerical input is itself a Map read only there (the copy then fuses into it). This is what
 validation used to ask users to write.
@@ -34,8 +34,8 @@ def _numerical_inputs(expr: rasp.RASPExpr) -> tuple[rasp.SOp, ...]:
     """The children of `expr` that must be read as one-hots but are numerical."""
     if isinstance(expr, rasp.LinearSequenceMap):
         pair = (expr.fst, expr.snd)
-        if rasp.is_numerical(pair[0]) == rasp.is_numerical(pair[1]):
-            return ()
+        if all(rasp.is_numerical(c) for c in pair) and rasp.is_numerical(expr):
+            return ()  # the exact linear MLP reads numerical inputs directly
         return tuple(c for c in pair if rasp.is_numerical(c))
     if isinstance(expr, rasp.SequenceMap):
         return tuple(c for c in (expr.fst, expr.snd) if rasp.is_numerical(c))

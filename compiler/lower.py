@@ -143,11 +143,16 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
     node = graph.nodes[label]
     fn, (fst, snd) = _operation(graph, label)
     out_space = output_space(graph, label)
-    if fst == snd:  # f(x, x) reads one s-op: a Map
+    linear = (
+        node[g.KIND] == "linear_sequence_map"
+        and _is_numerical(graph, fst)
+        and _is_numerical(graph, label)
+    )
+    if fst == snd and not linear:  # f(x, x) reads one s-op: a Map
         diagonal = lambda x: fn(x, x)  # noqa: E731
         node["fn"], node["inputs"] = diagonal, (fst,)
         return _lower_map(graph, label, options)
-    if node[g.KIND] == "linear_sequence_map" and _is_numerical(graph, fst):
+    if linear:  # exact, and no discretisation error even when fst == snd
         expr = node[g.EXPR]
         return numerical_mlp.linear_sequence_map_numerical_mlp(
             output_space(graph, fst),

@@ -69,7 +69,11 @@ def _infer_node(
     if kind in ("sequence_map", "linear_sequence_map"):
         fst = graph.nodes[expr.fst.label]
         snd = graph.nodes[expr.snd.label]
-        if kind == "linear_sequence_map" and _all_numbers(fst[g.VALUE_SET] | snd[g.VALUE_SET]):
+        if (
+            kind == "linear_sequence_map"
+            and numerical
+            and _all_numbers(fst[g.VALUE_SET] | snd[g.VALUE_SET])
+        ):
             return _linear_combinations(expr, fst, snd, numerical)
         return _apply_binary(expr, fst, snd, numerical)
     if kind == "aggregate":

@@ -142,3 +142,21 @@ def test_output_that_is_always_none_decodes_as_none():
     v4 = rasp.Map(lambda x: None if x == 0 else x, v3).named("v4")
     assert_exact(v4, vocab=[3], max_seq_len=1, causal=False)
     assert compile_rasp(v4, [3], 1).apply(["BOS", 3]).decoded == ["BOS", None]
+
+
+def test_fuzz_s10_p2143_linear_map_of_one_sop_stays_linear():
+    # A LinearSequenceMap reading the same numerical s-op twice was lowered as a discretising Map
+    # of it; over a dense value set the ramps' float32 rounding reached 1e-3. It is linear: the
+    # exact linear MLP handles fst == snd.
+    v2 = rasp.Map(lambda x: 'z' if x == 'a' else x, rasp.tokens).named("v2")
+    v3 = rasp.Select(v2, v2, rasp.Comparison.NEQ).named("v3")
+    v4 = rasp.numerical(rasp.Aggregate(v3, rasp.indices, default=0)).named("v4")
+    v5 = rasp.numerical(rasp.LinearSequenceMap(v4, v4, -3, -1)).named("v5")
+    v6 = rasp.numerical(rasp.LinearSequenceMap(v5, v5, -1, 0.5)).named("v6")
+    assert_exact(v6, vocab=['a', 'b', 'c'], max_seq_len=5, causal=False)
+
+
+def test_categorical_linear_sequence_map_of_numerical_inputs_uses_copies():
+    tokens = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)).named("n")
+    program = rasp.LinearSequenceMap(tokens, tokens, 1, 1).named("cat_sum")
+    assert_exact(program, vocab=[1, 2], max_seq_len=3, causal=False)
