@@ -50,7 +50,52 @@ def check_graph(graph: nx.DiGraph, causal: bool) -> list[str]:
             problems += _check_aggregate(graph, node[g.EXPR])
         elif kind == "selector_width":
             problems += _check_selector(graph, node[g.EXPR], causal)
+        problems += _check_block_size(graph, label)
     return problems
+
+
+# Largest weight matrix (entries) one block may need. Blocks are built as dense numpy matrices
+# before assembly stores them sparsely, so this bounds compile-time memory (~160 MB at float64).
+MAX_BLOCK_ENTRIES = 20_000_000
+
+
+def _width(graph: nx.DiGraph, label: str) -> int:
+    """Dimensions of an s-op's residual subspace: its values (categorical) or 1 (numerical)."""
+    if _encoding(graph, label) == "numerical":
+        return 1
+    return max(1, len(graph.nodes[label][g.VALUE_SET]))
+
+
+def _check_block_size(graph: nx.DiGraph, label: str) -> list[str]:
+    """Refuse a node whose block would need an impractically large weight matrix."""
+    node = graph.nodes[label]
+    expr, kind = node[g.EXPR], node[g.KIND]
+    out = _width(graph, label)
+    shapes: list[tuple[int, int]] = []
+    if kind == "map" and _encoding(graph, expr.inner.label) == "categorical":
+        inner = _width(graph, expr.inner.label)
+        shapes = [(inner + 1, inner), (inner, out)]
+    elif kind == "sequence_map" and expr.fst.label != expr.snd.label:
+        fst, snd = _width(graph, expr.fst.label), _width(graph, expr.snd.label)
+        shapes = [(fst + snd + 1, fst * snd), (fst * snd, out)]
+    elif kind in ("aggregate", "selector_width"):
+        try:
+            leaves = selectors.conjunction(expr.selector)
+        except UnsupportedProgramError:
+            return []  # reported by _check_selector
+        queries = sum(_width(graph, leaf.queries) for leaf in leaves)
+        keys = sum(_width(graph, leaf.keys) for leaf in leaves)
+        shapes = [(queries + 1, keys + 1)]
+        if kind == "aggregate":
+            shapes.append((_width(graph, expr.sop.label), out))
+    for rows, cols in shapes:
+        if rows * cols > MAX_BLOCK_ENTRIES:
+            return [
+                f"{label}: its block needs a {rows} x {cols} weight matrix ({rows * cols:,} "
+                f"entries, limit {MAX_BLOCK_ENTRIES:,}); shrink the value sets it reads or writes "
+                "(fewer vocabulary tokens, a smaller max_seq_len, or a Map that buckets values)"
+            ]
+    return []
 
 
 def _encoding(graph: nx.DiGraph, label: str) -> str:

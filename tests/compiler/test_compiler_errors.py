@@ -177,3 +177,11 @@ def test_two_expressions_sharing_a_label_are_rejected():
 def test_selector_as_program_is_rejected():
     with pytest.raises(UnsupportedProgramError, match="s-op"):
         compile_rasp(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ), VOCAB, 4)
+
+
+def test_blocks_too_large_to_build_are_refused_with_their_size():
+    fst = rasp.Map(lambda t: t, rasp.tokens)
+    snd = rasp.Map(lambda t: t * 7, rasp.tokens)
+    program = rasp.SequenceMap(lambda x, y: x * 1000 + y, fst, snd).named("big")
+    (problem,) = _problems(program, vocab=set(range(80)), max_seq_len=3)
+    assert problem.startswith("big: its block needs a 6400 x 6400 weight matrix")
