@@ -41,6 +41,10 @@ def check_graph(graph: nx.DiGraph, causal: bool) -> list[str]:
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
         kind = node[g.KIND]
+        too_large = _check_block_size(graph, label)
+        if too_large:  # checked first: the other checks may build tables of the same size
+            problems += too_large
+            continue
         if kind == "map":
             problems += _check_map(graph, node[g.EXPR])
         elif kind in ("sequence_map", "linear_sequence_map"):
@@ -50,7 +54,6 @@ def check_graph(graph: nx.DiGraph, causal: bool) -> list[str]:
             problems += _check_aggregate(graph, node[g.EXPR])
         elif kind == "selector_width":
             problems += _check_selector(graph, node[g.EXPR], causal)
-        problems += _check_block_size(graph, label)
     return problems
 
 
@@ -75,6 +78,9 @@ def _check_block_size(graph: nx.DiGraph, label: str) -> list[str]:
     if kind == "map" and _encoding(graph, expr.inner.label) == "categorical":
         inner = _width(graph, expr.inner.label)
         shapes = [(inner + 1, inner), (inner, out)]
+    elif kind == "map":  # discretising MLP: up to two ramp units per input value
+        hidden = 2 * len(graph.nodes[expr.inner.label][g.VALUE_SET]) + 1
+        shapes = [(3, hidden), (hidden, out)]
     elif kind == "sequence_map" and expr.fst.label != expr.snd.label:
         fst, snd = _width(graph, expr.fst.label), _width(graph, expr.snd.label)
         shapes = [(fst + snd + 1, fst * snd), (fst * snd, out)]
