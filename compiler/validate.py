@@ -15,7 +15,9 @@ import networkx as nx
 from compiler import graph as g
 from compiler.discretise import discretise_numerical_inputs
 from compiler import selectors
+from compiler.allocate import node_inputs
 from compiler.errors import CompilerError, UnsupportedProgramError
+from compiler.lower import fuse_elementwise
 from compiler.values import infer_values
 from craft.chamber import numerical_mlp
 from rasp import rasp
@@ -38,12 +40,13 @@ def validate(
 def check_graph(graph: nx.DiGraph, causal: bool) -> list[str]:
     """Problems of an already traced graph with inferred values."""
     problems: list[str] = []
+    # Sizes first: the other checks may build tables of the same size.
+    oversized = _oversized_blocks(graph)
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
         kind = node[g.KIND]
-        too_large = _check_block_size(graph, label)
-        if too_large:  # checked first: the other checks may build tables of the same size
-            problems += too_large
+        if label in oversized:
+            problems.append(oversized[label])
             continue
         if kind == "map":
             problems += _check_map(graph, node[g.EXPR])
@@ -69,22 +72,48 @@ def _width(graph: nx.DiGraph, label: str) -> int:
     return max(1, len(graph.nodes[label][g.VALUE_SET]))
 
 
-def _check_block_size(graph: nx.DiGraph, label: str) -> list[str]:
-    """Refuse a node whose block would need an impractically large weight matrix."""
+def _oversized_blocks(graph: nx.DiGraph) -> dict[str, str]:
+    """Nodes whose block would need an impractically large weight matrix, with the message.
+
+    Sized on the graph as it will be lowered, i.e. after elementwise fusion (a Map fused into the
+    SequenceMap below it builds one block over that SequenceMap's inputs, not two).
+    """
+    fused = graph.copy()
+    fuse_elementwise(fused)
+    found = {}
+    for label in g.sop_nodes(fused):
+        shapes = _block_shapes(fused, label)
+        for rows, cols in shapes:
+            if rows * cols > MAX_BLOCK_ENTRIES:
+                found[label] = (
+                    f"{label}: its block needs a {rows} x {cols} weight matrix ({rows * cols:,} "
+                    f"entries, limit {MAX_BLOCK_ENTRIES:,}); shrink the value sets it reads or "
+                    "writes (fewer vocabulary tokens, a smaller max_seq_len, or a Map that "
+                    "buckets values)"
+                )
+                break
+    return found
+
+
+def _block_shapes(graph: nx.DiGraph, label: str) -> list[tuple[int, int]]:
+    """The shapes of the largest weight matrices the node's block will need."""
     node = graph.nodes[label]
     expr, kind = node[g.EXPR], node[g.KIND]
     out = _width(graph, label)
-    shapes: list[tuple[int, int]] = []
-    if kind == "map" and _encoding(graph, expr.inner.label) == "categorical":
-        inner = _width(graph, expr.inner.label)
-        shapes = [(inner + 1, inner), (inner, out)]
-    elif kind == "map":  # discretising MLP: up to two ramp units per input value
-        hidden = 2 * len(graph.nodes[expr.inner.label][g.VALUE_SET]) + 1
-        shapes = [(3, hidden), (hidden, out)]
-    elif kind == "sequence_map" and expr.fst.label != expr.snd.label:
-        fst, snd = _width(graph, expr.fst.label), _width(graph, expr.snd.label)
-        shapes = [(fst + snd + 1, fst * snd), (fst * snd, out)]
-    elif kind in ("aggregate", "selector_width"):
+    if kind in ("map", "sequence_map", "linear_sequence_map"):
+        inputs = node_inputs(graph, label)
+        if len(set(inputs)) == 1:  # a Map, or f(x, x)
+            (inner,) = set(inputs)
+            if _encoding(graph, inner) == "categorical":
+                width = _width(graph, inner)
+                return [(width + 1, width), (width, out)]
+            hidden = 2 * len(graph.nodes[inner][g.VALUE_SET]) + 1  # two ramp units per value
+            return [(3, hidden), (hidden, out)]
+        if kind == "linear_sequence_map" and _encoding(graph, label) == "numerical":
+            return []
+        fst, snd = (_width(graph, i) for i in inputs)
+        return [(fst + snd + 1, fst * snd), (fst * snd, out)]
+    if kind in ("aggregate", "selector_width"):
         try:
             leaves = selectors.conjunction(expr.selector)
         except UnsupportedProgramError:
@@ -94,13 +123,7 @@ def _check_block_size(graph: nx.DiGraph, label: str) -> list[str]:
         shapes = [(queries + 1, keys + 1)]
         if kind == "aggregate":
             shapes.append((_width(graph, expr.sop.label), out))
-    for rows, cols in shapes:
-        if rows * cols > MAX_BLOCK_ENTRIES:
-            return [
-                f"{label}: its block needs a {rows} x {cols} weight matrix ({rows * cols:,} "
-                f"entries, limit {MAX_BLOCK_ENTRIES:,}); shrink the value sets it reads or writes "
-                "(fewer vocabulary tokens, a smaller max_seq_len, or a Map that buckets values)"
-            ]
+        return shapes
     return []
 
 
