@@ -122,6 +122,10 @@ def _apply_unary(
 
 def _apply_binary(expr: rasp.SOp, fst: dict, snd: dict, numerical: bool) -> tuple[set, bool]:
     xs, ys = _sorted(fst[g.VALUE_SET]), _sorted(snd[g.VALUE_SET])
+    if expr.fst.label == expr.snd.label:  # f(x, x): only the diagonal occurs
+        outputs = {z for z in (_call(expr, expr.f, (x, x)) for x in xs)}
+        nullable = fst[g.NULLABLE] or None in outputs
+        return _checked(expr, outputs - {None}, numerical), nullable
     if len(xs) * len(ys) > MAX_VALUE_SET_SIZE:
         raise ValueInferenceError(
             f"{expr.label}: combines {len(xs)} x {len(ys)} input values, more than the limit of "
@@ -144,13 +148,29 @@ def _all_numbers(values: frozenset) -> bool:
     return all(_is_number(v) for v in values)
 
 
+# Largest number of (x, y) pairs the vectorised LinearSequenceMap inference enumerates.
+MAX_LINEAR_PAIRS = 4_000_000
+
+
 def _linear_combinations(
     expr: rasp.LinearSequenceMap, fst: dict, snd: dict, numerical: bool
 ) -> tuple[set, bool]:
-    """Values of `fst_fac * x + snd_fac * y`, vectorised (same float64 operations as RASP)."""
+    """Values of `fst_fac * x + snd_fac * y`, vectorised (same float64 operations as RASP).
+
+    When both inputs are the same s-op only the diagonal `x == y` occurs.
+    """
     xs = np.array(sorted(float(v) for v in fst[g.VALUE_SET]))
     ys = np.array(sorted(float(v) for v in snd[g.VALUE_SET]))
-    values = np.unique((expr.fst_fac * xs[:, None] + expr.snd_fac * ys[None, :]).ravel())
+    if expr.fst.label == expr.snd.label:
+        values = np.unique(expr.fst_fac * xs + expr.snd_fac * xs)
+    elif xs.size * ys.size > MAX_LINEAR_PAIRS:
+        raise ValueInferenceError(
+            f"{expr.label}: combines {xs.size} x {ys.size} input values, more than the limit of "
+            f"{MAX_LINEAR_PAIRS:,} pairs; give {expr.fst.label} / {expr.snd.label} fewer values "
+            "(round them) or shrink vocab / max_seq_len"
+        )
+    else:
+        values = np.unique((expr.fst_fac * xs[:, None] + expr.snd_fac * ys[None, :]).ravel())
     return _checked(expr, set(values.tolist()), numerical), fst[g.NULLABLE] or snd[g.NULLABLE]
 
 

@@ -99,7 +99,10 @@ def _ramps(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     they need no ramp, and the level is tracked so skipped differences never accumulate.
     """
     m = targets.shape[0]
-    tolerance = TARGET_TOLERANCE * max(1.0, float(np.max(np.abs(targets)))) if m else 0.0
+    width = targets.shape[1] if targets.ndim == 2 else 1
+    if m == 0 or width == 0:  # nothing to write (e.g. a categorical output that is always None)
+        return np.zeros(0, dtype=np.int64), np.zeros((0, width))
+    tolerance = TARGET_TOLERANCE * max(1.0, float(np.max(np.abs(targets))))
     level = targets[0] if m else None
     changes, deltas = [], []
     for i in range(1, m):
@@ -108,7 +111,6 @@ def _ramps(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             changes.append(i - 1)
             deltas.append(delta)
             level = targets[i]
-    width = targets.shape[1] if targets.ndim == 2 else 1
     return np.array(changes, dtype=np.int64), np.array(deltas, dtype=np.float64).reshape(-1, width)
 
 
