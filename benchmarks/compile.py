@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from compiler import CompilerError, compile_rasp  # noqa: E402
 from compiler.examples import EXAMPLES  # noqa: E402
+from compiler.fuzzing.differential import same_value  # noqa: E402
 from compiler.model import AttentionSpec, MLPSpec  # noqa: E402
 from rasp import rasp  # noqa: E402
 
@@ -72,11 +73,7 @@ def match_fraction(model, program, vocab, n: int, count: int = 200, seed: int = 
         except rasp.RaspEvaluationError:
             continue
         total += 1
-        matched += all(
-            (g is None and e is None)
-            or (g is not None and e is not None and (abs(g - e) <= 1e-3 if isinstance(g, float) else g == e))
-            for g, e in zip(out[1:], expected)
-        )
+        matched += len(out) - 1 == len(expected) and all(map(same_value, out[1:], expected))
     return matched / total if total else float("nan")
 
 

@@ -86,7 +86,6 @@ def _embeddings(
     token[:, one] = 1.0
     token[encoder.bos_id, residual.index(BasisDirection("tokens", encoder.bos))] = 1.0
     token[encoder.pad_id, residual.index(BasisDirection("tokens", encoder.pad))] = 1.0
-    bos_id = encoder.bos_id
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
         kind, expr = node[g.KIND], node[g.EXPR]
@@ -101,8 +100,7 @@ def _embeddings(
                 position[i + 1, column] = value
         elif kind == "full" and expr.fill is not None:
             column, value = _direction(residual, label, expr.fill, numerical)
-            rows = [i for i in range(encoder.vocab_size) if i not in (bos_id,)]
-            token[rows, column] = value
+            token[np.arange(encoder.vocab_size) != encoder.bos_id, column] = value
         elif kind == "constant":
             for i, fill in enumerate(list(expr.value)[:max_seq_len]):
                 if fill is not None:
