@@ -1,29 +1,49 @@
-"""Export a compiled model as a TransformerLens-style state dict and config.
+"""Export a compiled model to TransformerLens, exactly.
 
-`to_transformer_lens(model)` returns numpy arrays under the parameter names and shapes
-`transformer_lens.HookedTransformer` uses, and a dict of `HookedTransformerConfig` arguments.
-TransformerLens needs one head count, head width and MLP width for the whole model, so smaller
-heads and MLPs are padded with zeros (a zero head attends uniformly and writes nothing; a zero
-ReLU unit stays 0). Compiled models have no layer norm and no biases (bias terms travel on the
-`one` residual direction), so every bias is zero and `normalization_type` is `None`. Attention
-scores are not scaled (`use_attn_scale=False`): the compiled weights already hold the intended
-logits.
+Two layers:
 
-`numpy_forward(state_dict, cfg, ids)` is a plain-numpy forward pass of that architecture, used
-to check an export without TransformerLens. `to_hooked_transformer(model)` builds the real
-`HookedTransformer` when `torch` and `transformer_lens` are installed (an optional extra).
+* `export_weights(model)` (numpy only) lays the weights out under the parameter names and shapes
+  of TransformerLens' classic property format (`embed.W_E`, `blocks.0.attn.W_Q`, ...), with the
+  config arguments and an `ExportInfo` that says what every part means.
+* `to_transformer_lens(model)` builds the real model with whichever TransformerLens is
+  installed: 4.x through its native route (`TransformerBridge.boot_native` plus
+  `convert_tl_checkpoint`), 3.x as a `HookedTransformer`. The `ExportInfo` travels on the
+  result as `.export_info`.
 
-Difference to the compiled model: it masks PAD keys; the exported model does not know PAD (pass
-TransformerLens an `attention_mask`, or compare on unpadded inputs).
+What makes the export exact rather than approximately equal:
+
+* **Uniform sizes.** TransformerLens has one head count, head width and MLP width; smaller heads
+  and MLPs are zero-padded (a zero ReLU unit stays 0, a zero head writes nothing). A model with
+  no layers becomes one empty block (TransformerLens 4 cannot build zero blocks).
+* **Attention scale.** TransformerLens 4's native attention always divides scores by a scale
+  (`sqrt(d_head)` unless `attn_scale` is set). The export sets `attn_scale = 2` and multiplies
+  `W_Q` by 2: both steps are exact in floating point, so the scores are the compiled ones. With
+  TransformerLens 3, `use_attn_scale=False` and `W_Q` is unchanged.
+* **PAD keys are masked through the weights.** The compiled model gives keys holding the PAD id
+  no attention. Each exported head has one extra dimension whose query reads the constant `one`
+  direction and whose key reads `tokens:PAD` times `-PAD_MASK_LOGIT`, so a PAD key's score drops
+  by 10^9 and its softmax weight is exactly 0. Padded batches therefore need no
+  `attention_mask` (which TransformerLens 3 ignores for bidirectional models).
+
+TransformerLens' default weight processing (centring the unembedding, centring writing weights,
+folding layer norms) changes a compiled model's outputs; the returned model warns with
+`WeightProcessingWarning` when it is asked to process its weights that way.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib.metadata
+import inspect
+import warnings
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
 from compiler.compiled_model import CompiledModel
+from compiler.encoders import InputEncoder, OutputEncoder
 from compiler.errors import CompilerError
 from compiler.model import AttentionSpec, MLPSpec
 from compiler.weights import (
@@ -36,25 +56,112 @@ from compiler.weights import (
 
 StateDict = dict[str, np.ndarray]
 
+# Subtracted from the attention score of every key whose token is PAD: exp(-1e9) is 0 in float32,
+# and the score of every other key is untouched (its extra term is exactly 0).
+PAD_MASK_LOGIT = 1e9
+# The residual directions the PAD mask reads: constant 1 at every position / 1 exactly at PAD.
+ONE_LABEL = "one"
+PAD_LABEL = "tokens:PAD"
+# What TransformerLens 4 divides attention scores by; a power of two, so folding it into W_Q
+# and dividing it out again are both exact.
+TL4_ATTN_SCALE = 2.0
+SUPPORTED_LINES = (3, 4)
+EXTRA_HINT = "install the export extra: pip install 'tracr-compile[export]'"
+
 
 class ExportError(CompilerError):
-    """The model uses something the target format cannot express (e.g. a non-ReLU MLP)."""
+    """The model uses something the target format cannot express, or the installed
+    TransformerLens is not a supported version."""
 
 
-def _blocks(model: CompiledModel) -> list[tuple[int | None, int | None]]:
-    """`(attention sub-layer, MLP sub-layer)` indices per transformer block."""
+class WeightProcessingWarning(UserWarning):
+    """TransformerLens was asked to process (centre, fold) the weights of an exported model."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportInfo:
+    """What the exported tensors mean; travels with the model as `.export_info`.
+
+    `real_heads[b]`: block `b`'s heads `0 .. real_heads[b] - 1` are compiled heads, the rest are
+    zero padding (uniform pattern, write nothing). `stages` pairs each of the compiled model's
+    residual snapshots (`model.stage_names`) with the TransformerLens hook holding the same
+    stream. `pad_mask_dim` is the head dimension that masks PAD keys (`None`: not masked);
+    `attn_scale` what TransformerLens divides scores by, already multiplied into `W_Q`
+    (`None`: no scaling).
+    """
+
+    residual_labels: tuple[str, ...]
+    input_encoder: InputEncoder
+    output_encoder: OutputEncoder
+    causal: bool
+    real_heads: tuple[int, ...]
+    block_sublayers: tuple[tuple[int | None, int | None], ...]
+    stages: tuple[tuple[str, str], ...]
+    pad_mask_dim: int | None
+    attn_scale: float | None
+    program_label: str | None = None
+    transformer_lens_version: str | None = None
+
+    @property
+    def bos_id(self) -> int:
+        return self.input_encoder.bos_id
+
+    @property
+    def pad_id(self) -> int:
+        return self.input_encoder.pad_id
+
+    @property
+    def input_tokens(self) -> tuple[Hashable, ...]:
+        """Token of every input id: the vocabulary in id order, then BOS, then PAD."""
+        return (*self.input_encoder.vocab, self.input_encoder.bos, self.input_encoder.pad)
+
+    @property
+    def output_values(self) -> tuple[Any, ...] | None:
+        """Value of every output logit column (`None` for a numerical output: column 0)."""
+        return self.output_encoder.values
+
+    def encode_batch(self, batch: Sequence[Sequence[Hashable]]) -> np.ndarray:
+        """`[batch, T]` ids of sequences starting with BOS, padded at the end with the PAD id."""
+        return self.input_encoder.encode_batch(batch)
+
+    def decode(self, logits: Any, length: int | None = None) -> list[Any]:
+        """Decode one sequence's `[T, d_vocab_out]` logits (numpy or torch) into values."""
+        output = np.asarray(_to_numpy(logits))
+        if self.output_encoder.numerical:
+            output = output[..., 0]
+        return self.output_encoder.decode(output)[:length]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportedWeights:
+    """`state_dict` under TransformerLens property names, `config` arguments, and `info`."""
+
+    state_dict: StateDict
+    config: dict[str, Any]
+    info: ExportInfo
+
+
+# -- the weights (numpy) ------------------------------------------------------------------------
+
+
+def _blocks(model: CompiledModel) -> tuple[tuple[int | None, int | None], ...]:
+    """`(attention sub-layer, MLP sub-layer)` per block; one empty block for a 0-layer model."""
     layers = model.config.layers
     blocks = []
     for start in range(0, len(layers), 2):
         attn = start if isinstance(layers[start], AttentionSpec) else None
         mlp = start + 1 if start + 1 < len(layers) and isinstance(layers[start + 1], MLPSpec) else None
         blocks.append((attn, mlp))
-    return blocks
+    return tuple(blocks) or ((None, None),)
+
+
+def _heads(model: CompiledModel, attn: int | None) -> int:
+    return 0 if attn is None else len(model.config.layers[attn].heads)
 
 
 def _sizes(model: CompiledModel) -> tuple[int, int, int]:
-    """`(n_heads, d_head, d_mlp)`: the largest over the model (at least 1 head of width 1)."""
-    n_heads, d_head, d_mlp = 1, 1, 0
+    """`(n_heads, d_head, d_mlp)` of the compiled heads and MLPs: the largest over the model."""
+    n_heads, d_head, d_mlp = 1, 0, 0
     for layer in model.config.layers:
         if isinstance(layer, AttentionSpec):
             n_heads = max(n_heads, len(layer.heads))
@@ -70,65 +177,105 @@ def _sizes(model: CompiledModel) -> tuple[int, int, int]:
     return n_heads, d_head, d_mlp
 
 
-def to_transformer_lens(model: CompiledModel) -> tuple[StateDict, dict[str, Any]]:
-    """`(state_dict, cfg)`: float32 numpy arrays named and shaped as TransformerLens expects.
+def _pad_mask_columns(model: CompiledModel) -> tuple[int, int] | None:
+    """Residual columns of `one` and `tokens:PAD`, when both exist and no layer writes them."""
+    labels = model.config.residual_labels
+    if ONE_LABEL not in labels or PAD_LABEL not in labels:
+        return None
+    columns = (labels.index(ONE_LABEL), labels.index(PAD_LABEL))
+    for index, layer in enumerate(model.config.layers):
+        if isinstance(layer, AttentionSpec):
+            writers = [head_weights(model, index, h).w_o for h in range(len(layer.heads))]
+        else:
+            writers = [mlp_weights(model, index).w_out]
+        for w_out in writers:
+            if np.any(w_out[:, list(columns)]):
+                raise ExportError(
+                    f"sub-layer {index} writes to the {ONE_LABEL!r} or {PAD_LABEL!r} residual "
+                    "direction, so the exported heads could not mask PAD keys through the weights"
+                )
+    return columns
 
+
+def _stages(model: CompiledModel, attn_only: bool) -> tuple[tuple[str, str], ...]:
+    """Each compiled residual snapshot with the TransformerLens hook holding the same stream."""
+    stages = [(model.stage_names[0], "blocks.0.hook_resid_pre")]
+    for index, name in enumerate(model.stage_names[1:]):
+        block = index // 2
+        after_attention = index % 2 == 0
+        hook = "hook_resid_mid" if after_attention and not attn_only else "hook_resid_post"
+        stages.append((name, f"blocks.{block}.{hook}"))
+    return tuple(stages)
+
+
+def export_weights(model: CompiledModel, *, attn_scale: float | None = None) -> ExportedWeights:
+    """Float32 numpy weights named and shaped as TransformerLens' property format.
+
+    `attn_scale`: the number the target divides attention scores by (`W_Q` is multiplied by
+    it); `None` for a target that does not scale (`use_attn_scale=False`).
     Raises `ExportError` when an MLP's activation is not ReLU.
     """
     config = model.config
     width = config.residual_width
     n_heads, d_head, d_mlp = _sizes(model)
+    mask_columns = _pad_mask_columns(model)
+    mask_dim = d_head if mask_columns is not None else None
+    d_head_out = max(1, d_head + (mask_columns is not None))
+    q_factor = 1.0 if attn_scale is None else float(attn_scale)
     w_u = unembedding(model)
     state: StateDict = {
         "embed.W_E": token_embedding(model),
         "pos_embed.W_pos": position_embedding(model),
         "unembed.W_U": w_u,
-        "unembed.b_U": np.zeros(w_u.shape[1], np.float32),
+        "unembed.b_U": np.zeros(w_u.shape[1]),
     }
     blocks = _blocks(model)
     for index, (attn, mlp) in enumerate(blocks):
-        prefix = f"blocks.{index}"
-        w_q = np.zeros((n_heads, width, d_head), np.float32)
+        w_q = np.zeros((n_heads, width, d_head_out))
         w_k, w_v = np.zeros_like(w_q), np.zeros_like(w_q)
-        w_o = np.zeros((n_heads, d_head, width), np.float32)
-        layer = config.layers[attn] if attn is not None else AttentionSpec(())
-        for h in range(len(layer.heads)):
+        w_o = np.zeros((n_heads, d_head_out, width))
+        for h in range(_heads(model, attn)):
             weights = head_weights(model, attn, h)
             d_qk, d_v = weights.w_q.shape[1], weights.w_v.shape[1]
             w_q[h, :, :d_qk], w_k[h, :, :d_qk] = weights.w_q, weights.w_k
             w_v[h, :, :d_v], w_o[h, :d_v, :] = weights.w_v, weights.w_o
+        if mask_columns is not None:
+            one, pad = mask_columns
+            w_q[:, one, mask_dim] = 1.0
+            w_k[:, pad, mask_dim] = -PAD_MASK_LOGIT
+        prefix = f"blocks.{index}.attn"
         state.update(
             {
-                f"{prefix}.attn.W_Q": w_q,
-                f"{prefix}.attn.W_K": w_k,
-                f"{prefix}.attn.W_V": w_v,
-                f"{prefix}.attn.W_O": w_o,
-                f"{prefix}.attn.b_Q": np.zeros((n_heads, d_head), np.float32),
-                f"{prefix}.attn.b_K": np.zeros((n_heads, d_head), np.float32),
-                f"{prefix}.attn.b_V": np.zeros((n_heads, d_head), np.float32),
-                f"{prefix}.attn.b_O": np.zeros(width, np.float32),
+                f"{prefix}.W_Q": w_q * q_factor,
+                f"{prefix}.W_K": w_k,
+                f"{prefix}.W_V": w_v,
+                f"{prefix}.W_O": w_o,
+                f"{prefix}.b_Q": np.zeros((n_heads, d_head_out)),
+                f"{prefix}.b_K": np.zeros((n_heads, d_head_out)),
+                f"{prefix}.b_V": np.zeros((n_heads, d_head_out)),
+                f"{prefix}.b_O": np.zeros(width),
             }
         )
         if d_mlp:
-            w_in = np.zeros((width, d_mlp), np.float32)
-            w_out = np.zeros((d_mlp, width), np.float32)
+            w_in, w_out = np.zeros((width, d_mlp)), np.zeros((d_mlp, width))
             if mlp is not None:
                 weights = mlp_weights(model, mlp)
                 w_in[:, : weights.hidden_width] = weights.w_in
                 w_out[: weights.hidden_width] = weights.w_out
             state.update(
                 {
-                    f"{prefix}.mlp.W_in": w_in,
-                    f"{prefix}.mlp.b_in": np.zeros(d_mlp, np.float32),
-                    f"{prefix}.mlp.W_out": w_out,
-                    f"{prefix}.mlp.b_out": np.zeros(width, np.float32),
+                    f"blocks.{index}.mlp.W_in": w_in,
+                    f"blocks.{index}.mlp.b_in": np.zeros(d_mlp),
+                    f"blocks.{index}.mlp.W_out": w_out,
+                    f"blocks.{index}.mlp.b_out": np.zeros(width),
                 }
             )
+    label = getattr(model.program, "label", None)
     cfg = {
         "n_layers": len(blocks),
         "d_model": width,
         "n_ctx": config.max_seq_len + 1,
-        "d_head": d_head,
+        "d_head": d_head_out,
         "n_heads": n_heads,
         "d_mlp": d_mlp or None,
         "d_vocab": config.vocab_size,
@@ -137,11 +284,28 @@ def to_transformer_lens(model: CompiledModel) -> tuple[StateDict, dict[str, Any]
         "normalization_type": None,
         "attn_only": not d_mlp,
         "positional_embedding_type": "standard",
-        "use_attn_scale": False,
+        "use_attn_scale": attn_scale is not None,
+        "attn_scale": -1.0 if attn_scale is None else float(attn_scale),
         "attention_dir": "causal" if config.causal else "bidirectional",
         "default_prepend_bos": False,
+        "model_name": f"tracr-compile/{label}" if isinstance(label, str) else "tracr-compile",
+        "original_architecture": "tracr-compile",
     }
-    return {name: np.asarray(value, np.float32) for name, value in state.items()}, cfg
+    info = ExportInfo(
+        residual_labels=config.residual_labels,
+        input_encoder=model.input_encoder,
+        output_encoder=model.output_encoder,
+        causal=config.causal,
+        real_heads=tuple(_heads(model, attn) for attn, _ in blocks),
+        block_sublayers=blocks,
+        stages=_stages(model, attn_only=not d_mlp),
+        pad_mask_dim=mask_dim,
+        attn_scale=attn_scale,
+        program_label=label if isinstance(label, str) else None,
+    )
+    # float64 above, so W_Q * attn_scale is rounded once, here.
+    arrays = {name: np.asarray(value, np.float32) for name, value in state.items()}
+    return ExportedWeights(arrays, cfg, info)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -151,13 +315,18 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.ndarray:
-    """Logits `[batch, T, d_vocab_out]` of the exported architecture, computed in float64."""
+    """Logits `[batch, T, d_vocab_out]` of the exported architecture, computed in float64.
+
+    A check of an export without TransformerLens; it scales scores as `cfg` says.
+    """
     ids = np.asarray(ids)
     length = ids.shape[-1]
     weights = {name: np.asarray(value, np.float64) for name, value in state.items()}
     resid = weights["embed.W_E"][ids] + weights["pos_embed.W_pos"][:length]
     future = np.triu(np.ones((length, length), dtype=bool), k=1)
-    scale = np.sqrt(cfg["d_head"]) if cfg.get("use_attn_scale", True) else 1.0
+    scale = 1.0
+    if cfg.get("use_attn_scale", True):
+        scale = cfg["attn_scale"] if cfg.get("attn_scale", -1.0) > 0 else np.sqrt(cfg["d_head"])
     for index in range(cfg["n_layers"]):
         p = f"blocks.{index}"
         q = np.einsum("btd,hde->bhte", resid, weights[f"{p}.attn.W_Q"]) + weights[f"{p}.attn.b_Q"][:, None]
@@ -174,27 +343,139 @@ def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.
     return resid @ weights["unembed.W_U"] + weights["unembed.b_U"]
 
 
-def to_hooked_transformer(model: CompiledModel, device: str = "cpu") -> Any:
-    """A `transformer_lens.HookedTransformer` holding the exported weights.
+# -- the real TransformerLens model -------------------------------------------------------------
 
-    Needs `torch` and `transformer_lens` (not dependencies of this project); raises
-    `ImportError` naming them when either is missing.
-    """
+
+def transformer_lens_version() -> str:
+    """The installed TransformerLens version; `ImportError` naming the extra when absent."""
     try:
-        import torch
-        from transformer_lens import HookedTransformer, HookedTransformerConfig
-    except ImportError as error:
-        raise ImportError(
-            "to_hooked_transformer needs the optional packages torch and transformer_lens "
-            f"({error}); to_transformer_lens works without them"
-        ) from error
-    state, cfg = to_transformer_lens(model)
-    hooked = HookedTransformer(HookedTransformerConfig(**cfg, device=device))
-    tensors = {name: torch.tensor(value, device=device) for name, value in state.items()}
-    missing, unexpected = hooked.load_state_dict(tensors, strict=False)
+        return importlib.metadata.version("transformer-lens")
+    except importlib.metadata.PackageNotFoundError:
+        raise ImportError(f"to_transformer_lens needs torch and transformer-lens; {EXTRA_HINT}") from None
+
+
+def _major(version: str) -> int:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+def to_transformer_lens(model: CompiledModel, device: str = "cpu") -> Any:
+    """The compiled model as a TransformerLens model, for the installed TransformerLens.
+
+    4.x: a `TransformerBridge` booted natively; 3.x: a `HookedTransformer`. Both compute the
+    compiled logits, residual streams and attention patterns on padded and unpadded id
+    batches (no `attention_mask` needed). The result has `.export_info` (an `ExportInfo`).
+    Raises `ImportError` when torch or transformer-lens is missing, `ExportError` for an
+    unsupported TransformerLens version or a model it cannot express.
+    """
+    version = transformer_lens_version()
+    line = _major(version)
+    if line not in SUPPORTED_LINES:
+        raise ExportError(
+            f"TransformerLens {version} is installed; to_transformer_lens supports the 3.x "
+            f"(HookedTransformer) and 4.x (TransformerBridge) lines; {EXTRA_HINT}"
+        )
+    try:
+        import torch  # noqa: F401 - fail early with the hint below
+    except ImportError:
+        raise ImportError(f"to_transformer_lens needs torch; {EXTRA_HINT}") from None
+    if line == 4:
+        exported = export_weights(model, attn_scale=TL4_ATTN_SCALE)
+        tl_model = _boot_native(exported, device)
+        guarded = ("process_weights", "enable_compatibility_mode")
+    else:
+        exported = export_weights(model, attn_scale=None)
+        tl_model = _hooked_transformer(exported, device)
+        guarded = ("load_and_process_state_dict", "process_weights_")
+    info = dataclasses.replace(exported.info, transformer_lens_version=version)
+    object.__setattr__(tl_model, "export_info", info)
+    for name in guarded:
+        _guard_processing(tl_model, name)
+    return tl_model.eval()
+
+
+def to_hooked_transformer(model: CompiledModel, device: str = "cpu") -> Any:
+    """Former name of `to_transformer_lens`, kept for existing callers."""
+    return to_transformer_lens(model, device)
+
+
+def _tensors(state: StateDict, device: str) -> dict[str, Any]:
+    import torch
+
+    return {name: torch.tensor(value, device=device) for name, value in state.items()}
+
+
+def _boot_native(exported: ExportedWeights, device: str) -> Any:
+    """TransformerLens 4: `TransformerBridge.boot_native` plus the legacy checkpoint converter."""
+    try:
+        from transformer_lens import TransformerBridge, TransformerBridgeConfig
+        from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+
+        boot_native = TransformerBridge.boot_native
+    except (ImportError, AttributeError) as error:
+        raise ExportError(
+            f"TransformerLens {transformer_lens_version()} lacks the native route "
+            f"(TransformerBridge.boot_native, convert_tl_checkpoint: {error}); the export needs "
+            f"TransformerLens 4.3 or later on the 4.x line, or 3.x; {EXTRA_HINT}"
+        ) from None
+    cfg = TransformerBridgeConfig(**exported.config, init_weights=False)
+    bridge = boot_native(cfg, device=device, model_name=exported.config["model_name"])
+    bridge.load_state_dict(convert_tl_checkpoint(_tensors(exported.state_dict, device), bridge.cfg))
+    return bridge
+
+
+def _hooked_transformer(exported: ExportedWeights, device: str) -> Any:
+    """TransformerLens 3: a `HookedTransformer` with the weights loaded unprocessed."""
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    with warnings.catch_warnings():
+        # 3.x announces HookedTransformer's removal in 4.0; the 4.x route is `_boot_native`.
+        warnings.filterwarnings("ignore", "HookedTransformer is deprecated", DeprecationWarning)
+        hooked = HookedTransformer(HookedTransformerConfig(**exported.config, device=device))
+    missing, unexpected = hooked.load_state_dict(_tensors(exported.state_dict, device), strict=False)
     missing = [name for name in missing if not name.endswith((".mask", ".IGNORE"))]
     if missing or unexpected:
         raise ExportError(
             f"TransformerLens expects other parameters: missing {missing}, unexpected {unexpected}"
         )
-    return hooked.eval()
+    return hooked
+
+
+# Processing options that change a model without layer norm: centring the unembedding shifts
+# every logit (and zeroes a numerical output's single column); centring writing weights moves
+# the residual stream off the compiled labels.
+_HARMFUL_OPTIONS = ("center_unembed", "center_writing_weights")
+
+
+def _guard_processing(tl_model: Any, name: str) -> None:
+    """Wrap `tl_model.<name>` so processing that changes outputs warns first."""
+    method: Callable[..., Any] | None = getattr(type(tl_model), name, None)
+    if method is None:
+        return
+    signature = inspect.signature(method)
+    bound_method = getattr(tl_model, name)
+
+    @functools.wraps(bound_method)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(tl_model, *args, **kwargs)
+        bound.apply_defaults()
+        options = bound.arguments
+        on = [o for o in _HARMFUL_OPTIONS if options.get(o) and not options.get("no_processing")]
+        if on:
+            warnings.warn(
+                f"{name}({', '.join(f'{o}=True' for o in on)}) changes the exported compiled model: "
+                "its logits and residual stream will no longer equal the compiled model's; pass "
+                + ("no_processing=True" if "no_processing" in options else ", ".join(f"{o}=False" for o in on)),
+                WeightProcessingWarning,
+                stacklevel=2,
+            )
+        return bound_method(*args, **kwargs)
+
+    object.__setattr__(tl_model, name, guarded)
+
+
+def _to_numpy(value: Any) -> Any:
+    """A torch tensor as numpy (detached, on CPU); anything else unchanged."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return value

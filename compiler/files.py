@@ -1,16 +1,22 @@
-"""Model files: one safetensors file, weights as tensors, the rest as JSON in its header.
+"""Model files: one safetensors file, weights as dense tensors, the rest as JSON in its header.
 
 No pickle anywhere: the file is the safetensors layout (8-byte little-endian header length, a
-JSON header, raw little-endian float32 data) whose `__metadata__` holds
+JSON header, raw little-endian float32 data). Each tensor is one model parameter under its Haiku
+path (`compiled_transformer/layer_0/head_0_q`), stored by default as the dense matrix over the
+coordinates it connects (residual stream, token ids, positions, head or hidden units), so any
+safetensors reader sees the weight matrices without this project. `storage="sparse"` stores
+the parameters as the model keeps them (non-zeros of sparse matrices). The header's
+`__metadata__` holds
 
-* `format` = `"tracr-compile-model"` and `format_version` (this module reads `FORMAT_VERSION`);
+* `format` = `"tracr-compile-model"`, `format_version` and `storage`;
 * `model`: canonical JSON with the `ModelConfig`, encoders, residual basis and program source;
 * `model_sha256`, `weights_sha256` and `content_sha256`: SHA-256 of the JSON text, of the
   tensors (name, dtype, shape, bytes; sorted by name), and of both together.
 
-`load_model` refuses, with a `ModelFileError` naming the reason, a file that is truncated,
-corrupted, of another format version, or whose JSON or weights were edited after saving. The
-field-by-field description is in docs/files.md.
+`load_model` reads format versions 1 (parameters as stored, names without the module prefix)
+and 2, and refuses, with a `ModelFileError` naming the reason, a file that is truncated,
+corrupted, of an unknown format version, or whose JSON or weights were edited after saving.
+The field-by-field description is in docs/files.md.
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ import inspect
 import json
 import os
 import pathlib
+import secrets
 import struct
-import tempfile
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import safetensors.numpy
@@ -34,7 +40,11 @@ from compiler.errors import ModelFileError
 from compiler.model import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear, build
 
 FORMAT = "tracr-compile-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions `load_model` reads; version 1 files store parameters as kept, named without prefix.
+READABLE_VERSIONS = (1, 2)
+STORAGES = ("dense", "sparse")
+Storage = Literal["dense", "sparse"]
 # A header longer than this is not one we wrote (the JSON of large compiled models is a few MB).
 MAX_HEADER_BYTES = 1 << 30
 
@@ -50,6 +60,7 @@ class ModelFile:
     source: str | None
     content_sha256: str
     format_version: int
+    storage: str
 
 
 # -- saving -------------------------------------------------------------------------------------
@@ -63,13 +74,47 @@ def program_source(obj: Any) -> str | None:
         return None
 
 
-def _tensors(model: CompiledModel) -> dict[str, np.ndarray]:
-    prefix = f"{MODULE_NAME}/"
+def _param_roles(config: ModelConfig) -> dict[tuple[str, str], tuple[SparseLinear, int | None, int | None]]:
+    """`(module, name) -> (spec, rows, columns)` of every parameter: the dense matrix's height
+    and width where they are the residual width or a fixed size, `None` where the matrix's own
+    size applies (head and hidden units)."""
+    width = config.residual_width
+    roles = {
+        ("embed", "token"): (config.token_embed, config.vocab_size, width),
+        ("embed", "position"): (config.pos_embed, config.max_seq_len + 1, width),
+        ("unembed", "w_u"): (config.unembed, width, None),
+    }
+    for index, layer in enumerate(config.layers):
+        module = f"layer_{index}"
+        if isinstance(layer, AttentionSpec):
+            for h, head in enumerate(layer.heads):
+                for name in ("q", "k", "v"):
+                    roles[(module, f"head_{h}_{name}")] = (getattr(head, f"w_{name}"), width, None)
+                roles[(module, f"head_{h}_o")] = (head.w_o, None, width)
+        elif isinstance(layer, MLPSpec):
+            roles[(module, "w_in")] = (layer.w_in, width, None)
+            roles[(module, "w_out")] = (layer.w_out, None, width)
+    return roles
+
+
+def _dense_shape(spec: SparseLinear, rows: int | None, columns: int | None) -> tuple[int, int]:
+    return (spec.shape[0] if rows is None else rows, spec.shape[1] if columns is None else columns)
+
+
+def _tensor_name(module: str, name: str) -> str:
+    return f"{MODULE_NAME}/{module}/{name}"
+
+
+def _tensors(model: CompiledModel, storage: str) -> dict[str, np.ndarray]:
+    """The file's tensors: per parameter, its dense matrix or (sparse) the stored array."""
+    if storage not in STORAGES:
+        raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
     tensors = {}
-    for module, values in model.params.items():
-        part = module[len(prefix):] if module.startswith(prefix) else module
-        for name, value in values.items():
-            tensors[f"{part}/{name}"] = np.ascontiguousarray(np.asarray(value, dtype=np.float32))
+    for (module, name), (spec, rows, columns) in _param_roles(model.config).items():
+        param = np.asarray(model.params[f"{MODULE_NAME}/{module}"][name], dtype=np.float32)
+        if storage == "dense":
+            param = spec.full_matrix(param, *_dense_shape(spec, rows, columns))
+        tensors[_tensor_name(module, name)] = np.ascontiguousarray(param, dtype=np.float32)
     return tensors
 
 
@@ -100,14 +145,17 @@ def _description(model: CompiledModel, source: str | None, label: str | None) ->
     }
 
 
-def model_bytes(model: CompiledModel, source: str | None = None, label: str | None = None) -> bytes:
+def model_bytes(
+    model: CompiledModel, source: str | None = None, label: str | None = None, storage: Storage = "dense"
+) -> bytes:
     """The file contents `save_model` writes."""
-    tensors = _tensors(model)
+    tensors = _tensors(model, storage)
     model_json = serialize.canonical_json(_description(model, source, label))
     weights_sha256 = _weights_hash(tensors)
     metadata = {
         "format": FORMAT,
         "format_version": str(FORMAT_VERSION),
+        "storage": storage,
         "model": model_json,
         "model_sha256": hashlib.sha256(model_json.encode("utf-8")).hexdigest(),
         "weights_sha256": weights_sha256,
@@ -133,17 +181,27 @@ def _safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str])
 
 
 def save_model(
-    model: CompiledModel, path: PathLike, *, source: str | None = None, label: str | None = None
+    model: CompiledModel,
+    path: PathLike,
+    *,
+    source: str | None = None,
+    label: str | None = None,
+    storage: Storage = "dense",
 ) -> pathlib.Path:
     """Write `model` to `path` atomically (temporary file in the same folder, then rename).
 
     `source` is the program's source text to keep in the file (see `program_source`); `label`
-    the program's name (default: the label of `model.program`, if any).
-    Raises `ModelFileError` if a token or s-op value has a type the format cannot store.
+    the program's name (default: the label of `model.program`, if any); `storage` `"dense"`
+    (every weight a full matrix) or `"sparse"` (weights as the model stores them: smaller, but
+    readers need the config's index lists). The file gets the permissions of any new file
+    (0666 minus the umask). Raises `ModelFileError` if a token or s-op value has a type the
+    format cannot store.
     """
     path = pathlib.Path(path)
-    data = model_bytes(model, source, label)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    data = model_bytes(model, source, label, storage)
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    # os.open applies the umask to 0o666 itself, as for any new file (mkstemp would force 0600).
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -151,7 +209,7 @@ def save_model(
             os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
-        pathlib.Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return path
 
@@ -198,57 +256,66 @@ def _check_metadata(metadata: Any, path: PathLike) -> dict[str, str]:
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise _refuse(path, f"not a tracr-compile model file (no format marker {FORMAT!r})")
     version = metadata.get("format_version")
-    if version != str(FORMAT_VERSION):
+    if version not in [str(v) for v in READABLE_VERSIONS]:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise _refuse(
             path,
             f"format version mismatch: the file has version {version!r}, this tracr-compile reads "
-            f"version {FORMAT_VERSION}; re-save it with a matching tracr-compile",
+            f"versions {readable}; re-save it with a matching tracr-compile",
         )
+    if version != "1" and metadata.get("storage") not in STORAGES:
+        raise _refuse(path, f"corrupted: the header's storage is {metadata.get('storage')!r}, not one of {STORAGES}")
     for key in ("model", "model_sha256", "weights_sha256", "content_sha256"):
         if not isinstance(metadata.get(key), str):
             raise _refuse(path, f"corrupted: the header has no {key!r} entry")
     return metadata
 
 
-def _param_shape(spec: SparseLinear) -> tuple[int, ...]:
-    return (len(spec.rows),) if spec.is_sparse else tuple(spec.shape)
-
-
-def _expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    shapes = {
-        "embed/token": _param_shape(config.token_embed),
-        "embed/position": _param_shape(config.pos_embed),
-        "unembed/w_u": _param_shape(config.unembed),
-    }
-    for index, layer in enumerate(config.layers):
-        if isinstance(layer, AttentionSpec):
-            for h, head in enumerate(layer.heads):
-                for name in ("q", "k", "v", "o"):
-                    shapes[f"layer_{index}/head_{h}_{name}"] = _param_shape(getattr(head, f"w_{name}"))
-        elif isinstance(layer, MLPSpec):
-            shapes[f"layer_{index}/w_in"] = _param_shape(layer.w_in)
-            shapes[f"layer_{index}/w_out"] = _param_shape(layer.w_out)
-    return shapes
-
-
-def _weights(config: ModelConfig, tensors: dict[str, np.ndarray], path: PathLike) -> dict:
-    expected = _expected_shapes(config)
-    if set(expected) != set(tensors):
-        missing = sorted(set(expected) - set(tensors))
-        extra = sorted(set(tensors) - set(expected))
+def _weights(config: ModelConfig, tensors: dict[str, np.ndarray], version: int, storage: str, path: PathLike) -> dict:
+    """The model's parameters from the file's tensors; refuses missing, extra or misshapen
+    tensors and dense matrices with entries outside the coordinates the config connects."""
+    roles = _param_roles(config)
+    prefix = "" if version == 1 else f"{MODULE_NAME}/"
+    names = {f"{prefix}{module}/{name}": (module, name) for module, name in roles}
+    if set(names) != set(tensors):
+        missing = sorted(set(names) - set(tensors))
+        extra = sorted(set(tensors) - set(names))
         raise _refuse(path, f"inconsistent: weights missing {missing[:5]}, unexpected {extra[:5]}")
     weights: dict[str, dict[str, np.ndarray]] = {f"layer_{i}": {} for i in range(len(config.layers))}
     weights.update(embed={}, unembed={})
-    for name, array in tensors.items():
-        if array.dtype != np.float32 or array.shape != expected[name]:
+    for tensor_name, (module, name) in names.items():
+        spec, rows, columns = roles[(module, name)]
+        array = tensors[tensor_name]
+        if storage == "dense":
+            expected = _dense_shape(spec, rows, columns)
+        else:
+            expected = (len(spec.rows),) if spec.is_sparse else tuple(spec.shape)
+        if array.dtype != np.float32 or array.shape != tuple(expected):
             raise _refuse(
                 path,
-                f"inconsistent: weight {name!r} is {array.dtype}{list(array.shape)}, "
-                f"the config needs float32{list(expected[name])}",
+                f"inconsistent: weight {tensor_name!r} is {array.dtype}{list(array.shape)}, "
+                f"the config needs float32{list(expected)}",
             )
-        module, key = name.split("/", 1)
-        weights[module][key] = array
+        if storage == "dense":
+            array = _param_from_dense(spec, array, tensor_name, path)
+        weights[module][name] = array
     return weights
+
+
+def _param_from_dense(spec: SparseLinear, matrix: np.ndarray, name: str, path: PathLike) -> np.ndarray:
+    """The stored parameter of `spec` taken out of its dense matrix (exact: a copy of entries)."""
+    rows = np.arange(spec.shape[0]) if spec.in_idx is None else np.asarray(spec.in_idx)
+    cols = np.arange(spec.shape[1]) if spec.out_idx is None else np.asarray(spec.out_idx)
+    block = matrix[np.ix_(rows, cols)]
+    param = block[list(spec.rows), list(spec.cols)] if spec.is_sparse else block
+    param = np.ascontiguousarray(param, dtype=np.float32)
+    if not np.array_equal(spec.full_matrix(param, *matrix.shape), matrix):
+        raise _refuse(
+            path,
+            f"inconsistent: weight {name!r} has non-zero entries outside the coordinates its "
+            "config connects (edited weights with recomputed hashes?)",
+        )
+    return param
 
 
 def read_model_file(path: PathLike) -> ModelFile:
@@ -282,7 +349,9 @@ def read_model_file(path: PathLike) -> ModelFile:
         raise _refuse(path, f"inconsistent: the model description is malformed ({error!r})") from None
     if tuple(str(d) for d in residual.basis) != config.residual_labels:
         raise _refuse(path, "inconsistent: the residual basis does not match the residual labels")
-    params, forward, _ = build(config, _weights(config, tensors, path))
+    version = int(metadata["format_version"])
+    storage = "sparse" if version == 1 else metadata["storage"]
+    params, forward, _ = build(config, _weights(config, tensors, version, storage, path))
     model = CompiledModel(
         params=params,
         config=config,
@@ -300,7 +369,8 @@ def read_model_file(path: PathLike) -> ModelFile:
         program_label=program.get("label"),
         source=program.get("source"),
         content_sha256=metadata["content_sha256"],
-        format_version=FORMAT_VERSION,
+        format_version=version,
+        storage=storage,
     )
 
 

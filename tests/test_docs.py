@@ -2,13 +2,16 @@
 
 The blocks of one file run in order in one fresh namespace (later blocks may use names from
 earlier ones), one test per file. A block whose opening fence is preceded by the line
-``<!-- no-test -->`` (blank lines in between allowed) is skipped. Blocks run with a temporary
+``<!-- no-test -->`` (blank lines in between allowed) is skipped. A file containing
+``<!-- requires: torch transformer_lens -->`` is skipped when one of those modules is not
+installed (CI installs them; see the README's test command). Blocks run with a temporary
 directory as the working directory, so examples that write files leave nothing behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import pathlib
 import re
 
@@ -16,6 +19,7 @@ import pytest
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 SKIP_MARKER = "<!-- no-test -->"
+_REQUIRES = re.compile(r"<!--\s*requires:\s*([\w .,]+?)\s*-->")
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 
 
@@ -67,12 +71,20 @@ def python_blocks(path: pathlib.Path) -> list[CodeBlock]:
     return [block for block in blocks if block.language in ("python", "py") and not block.skipped]
 
 
+def required_modules(markdown: str) -> list[str]:
+    """Modules named by ``<!-- requires: ... -->`` markers."""
+    return [name for match in _REQUIRES.findall(markdown) for name in re.split(r"[\s,]+", match) if name]
+
+
 def _docs_with_python() -> list[pathlib.Path]:
     return [path for path in sorted(DOCS.glob("*.md")) if python_blocks(path)]
 
 
 @pytest.mark.parametrize("path", _docs_with_python(), ids=lambda path: path.name)
 def test_doc_examples_run(path: pathlib.Path, tmp_path, monkeypatch) -> None:
+    missing = [name for name in required_modules(path.read_text(encoding="utf-8")) if not importlib.util.find_spec(name)]
+    if missing:
+        pytest.skip(f"{path.name} needs {', '.join(missing)} (the export extra)")
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{path.stem}"}
     blocks = python_blocks(path)
@@ -113,4 +125,5 @@ def test_extractor_reads_languages_lines_and_skip_marker() -> None:
         ("py", 14, False),
     ]
     assert blocks[0].source == "x = 1\n"
+    assert required_modules("a\n<!-- requires: torch transformer_lens -->\nb") == ["torch", "transformer_lens"]
     assert blocks[3].source == "y = x + 1\n```\nstill inside\n"

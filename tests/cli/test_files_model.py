@@ -1,4 +1,5 @@
-"""Model files: bit-exact round trip, atomic writes, and a refusal for each kind of damage."""
+"""Model files: bit-exact round trip, dense tensors any safetensors reader sees, permissions
+that follow the umask, old files, atomic writes, and a refusal for each kind of damage."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import hashlib
 import itertools
 import json
 import os
+import pathlib
+import stat
 import struct
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -16,6 +22,8 @@ from cli_helpers import example_model
 from compiler import ModelFileError, compile_rasp
 from compiler.encoders import InputEncoder
 from compiler.files import FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
+from compiler.model import MODULE_NAME
+from compiler.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from compiler.serialize import canonical_json, decode_value, encode_value
 from rasp import lib, rasp
 
@@ -42,16 +50,20 @@ def _all_inputs(model) -> np.ndarray:
     return np.asarray(rows[:256], dtype=np.int32)
 
 
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
 @pytest.mark.parametrize("name", ["frac_prevs", "sort_unique", "nary"])
-def test_round_trip_is_bit_exact(models, name, tmp_path) -> None:
+def test_round_trip_is_bit_exact(models, name, storage, tmp_path) -> None:
     model = models[name]
-    path = save_model(model, tmp_path / "model.safetensors", source="# the program\n")
+    path = save_model(model, tmp_path / "model.safetensors", source="# the program\n", storage=storage)
     loaded = load_model(path)
     assert loaded.config == model.config
     assert loaded.input_encoder == model.input_encoder
     assert loaded.output_encoder == model.output_encoder
     assert loaded.residual_space == model.residual_space
     assert loaded.graph is None and loaded.craft_model is None and loaded.program is None
+    for module, values in model.params.items():
+        for key, value in values.items():
+            assert np.asarray(loaded.params[module][key]).tobytes() == np.asarray(value).tobytes()
     ids = _all_inputs(model)
     ours, theirs = model.run(ids), loaded.run(ids)
     for a, b in zip(
@@ -61,7 +73,8 @@ def test_round_trip_is_bit_exact(models, name, tmp_path) -> None:
     assert np.asarray(ours.output).tobytes() == np.asarray(theirs.output).tobytes()
     # Saving the loaded model again gives the same bytes: the format is deterministic.
     record = read_model_file(path)
-    assert model_bytes(loaded, record.source, record.program_label) == path.read_bytes()
+    assert record.storage == storage
+    assert model_bytes(loaded, record.source, record.program_label, record.storage) == path.read_bytes()
 
 
 def test_file_keeps_source_label_and_hash(frac_prevs, tmp_path) -> None:
@@ -160,7 +173,7 @@ def test_other_format_version_is_refused(saved, tmp_path) -> None:
     header, body = _split(saved)
     header["__metadata__"]["format_version"] = str(FORMAT_VERSION + 1)
     message = _refusal(_join(header, body), tmp_path)
-    assert "format version mismatch" in message and f"version {FORMAT_VERSION}" in message
+    assert "format version mismatch" in message and f"versions 1 and {FORMAT_VERSION}" in message
 
 
 def test_hand_edited_description_is_refused(saved, tmp_path) -> None:
@@ -193,3 +206,140 @@ def test_foreign_and_missing_files_are_refused(tmp_path) -> None:
     assert "not a tracr-compile model file" in _refusal(b"x" * 100, tmp_path)
     with pytest.raises(ModelFileError, match="cannot read"):
         load_model(tmp_path / "absent.safetensors")
+
+
+# -- what other tools see -----------------------------------------------------------------------
+
+# Runs in a fresh interpreter without `site` (so no editable-install hooks) whose path holds only
+# the folders of numpy and safetensors: the project cannot be imported there.
+_PLAIN_READER = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import safetensors.numpy
+    from safetensors import safe_open
+
+    for name in ("compiler", "rasp", "craft"):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+        else:
+            raise SystemExit(f"the project is importable ({name}); the check would be meaningless")
+    path, out = sys.argv[1], sys.argv[2]
+    tensors = safetensors.numpy.load_file(path)
+    with safe_open(path, framework="numpy") as handle:
+        metadata = handle.metadata()
+    np.savez(out, **{name.replace("/", "|"): value for name, value in tensors.items()})
+    print(json.dumps({"metadata": metadata, "shapes": {n: list(v.shape) for n, v in tensors.items()}}))
+    """
+)
+
+
+def _read_without_project(path, tmp_path) -> tuple[dict, dict[str, np.ndarray]]:
+    out = tmp_path / "plain.npz"
+    import safetensors
+
+    folders = {str(pathlib.Path(module.__file__).resolve().parents[1]) for module in (np, safetensors)}
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join(sorted(folders))
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", _PLAIN_READER, str(path), str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    if "the project is importable" in done.stderr + done.stdout:
+        pytest.skip("the project is installed into this interpreter; cannot hide it")
+    assert done.returncode == 0, done.stderr
+    with np.load(out) as arrays:
+        tensors = {name.replace("|", "/"): arrays[name] for name in arrays.files}
+    return json.loads(done.stdout), tensors
+
+
+@pytest.mark.parametrize("name", ["frac_prevs", "sort_unique"])
+def test_plain_safetensors_sees_dense_weight_matrices(models, name, tmp_path) -> None:
+    model = models[name]
+    path = save_model(model, tmp_path / "m.safetensors")
+    seen, tensors = _read_without_project(path, tmp_path)
+    assert seen["metadata"]["format_version"] == str(FORMAT_VERSION)
+    assert json.loads(seen["metadata"]["model"])["config"]["residual_labels"] == list(model.residual_labels)
+    prefix = f"{MODULE_NAME}/"
+    expected = {
+        f"{prefix}embed/token": token_embedding(model),
+        f"{prefix}embed/position": position_embedding(model),
+        f"{prefix}unembed/w_u": unembedding(model),
+    }
+    for index, layer in enumerate(model.config.layers):
+        if hasattr(layer, "heads"):
+            for h in range(len(layer.heads)):
+                weights = head_weights(model, index, h)
+                for part in ("q", "k", "v", "o"):
+                    expected[f"{prefix}layer_{index}/head_{h}_{part}"] = getattr(weights, f"w_{part}")
+        else:
+            weights = mlp_weights(model, index)
+            expected[f"{prefix}layer_{index}/w_in"] = weights.w_in
+            expected[f"{prefix}layer_{index}/w_out"] = weights.w_out
+    assert sorted(tensors) == sorted(expected)
+    # Every file tensor is the model's parameter: the dense matrix over the coordinates it
+    # connects, and restricted to the parameter's own rows/columns it is the parameter itself.
+    for tensor_name, matrix in tensors.items():
+        np.testing.assert_array_equal(matrix, expected[tensor_name])
+        module, key = tensor_name.rsplit("/", 1)
+        spec_param = np.asarray(model.params[module][key])
+        assert np.count_nonzero(matrix) == np.count_nonzero(spec_param)
+    width = model.config.residual_width
+    assert tensors[f"{prefix}unembed/w_u"].shape[0] == width
+
+
+def test_sparse_storage_is_the_explicit_option(models, tmp_path) -> None:
+    model = models["sort_unique"]
+    dense = save_model(model, tmp_path / "dense.safetensors")
+    sparse = save_model(model, tmp_path / "sparse.safetensors", storage="sparse")
+    _, tensors = _read_without_project(sparse, tmp_path)
+    for tensor_name, value in tensors.items():
+        module, key = tensor_name.rsplit("/", 1)
+        np.testing.assert_array_equal(value, np.asarray(model.params[module][key]))
+    assert sparse.stat().st_size < dense.stat().st_size
+    with pytest.raises(ValueError, match="storage must be one of"):
+        save_model(model, tmp_path / "x.safetensors", storage="compressed")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_file_mode_follows_the_umask(frac_prevs, umask, tmp_path) -> None:
+    previous = os.umask(umask)
+    try:
+        path = save_model(frac_prevs, tmp_path / f"m{umask:o}.safetensors")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+
+
+def test_format_1_files_still_load(frac_prevs) -> None:
+    """`data/frac_prevs_format1.safetensors` was written by the version-1 writer (parameters as
+    stored, names without the module prefix)."""
+    path = pathlib.Path(__file__).parent / "data" / "frac_prevs_format1.safetensors"
+    record = read_model_file(path)
+    assert record.format_version == 1 and record.storage == "sparse"
+    assert record.source == "lib.make_frac_prevs(...)"
+    ids = _all_inputs(frac_prevs)
+    np.testing.assert_array_equal(np.asarray(record.model.run(ids).output), np.asarray(frac_prevs.run(ids).output))
+
+
+def test_dense_matrix_edited_outside_its_coordinates_is_refused(saved, tmp_path) -> None:
+    header, body = _split(saved)
+    name = f"{MODULE_NAME}/unembed/w_u"
+    start, end = header[name]["data_offsets"]
+    matrix = np.frombuffer(body[start:end], dtype="<f4").reshape(header[name]["shape"]).copy()
+    zero = tuple(np.argwhere(matrix == 0)[0])
+    matrix[zero] = 1.0
+    body = body[:start] + matrix.tobytes() + body[end:]
+    tensors = {}
+    for key, entry in header.items():
+        if key != "__metadata__":
+            a, b = entry["data_offsets"]
+            tensors[key] = np.frombuffer(body[a:b], dtype="<f4").reshape(entry["shape"])
+    meta = header["__metadata__"]
+    from compiler.files import _content_hash, _weights_hash
+
+    meta["weights_sha256"] = _weights_hash(tensors)
+    meta["content_sha256"] = _content_hash(meta["model"], meta["weights_sha256"])
+    assert "has non-zero entries outside the coordinates" in _refusal(_join(header, body), tmp_path)
