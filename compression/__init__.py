@@ -6,15 +6,36 @@ contract), ``projection``, ``losses``, ``sampling``, ``optim``, ``sharding``, ``
 similarity, PCA), ``plots``, ``task`` (compiled RASP programs) and ``experiments``.
 
 Names are imported lazily (PEP 562). This package shares its top-level name with Python 3.14's
-standard-library ``compression`` package, and JAX probes ``from compression import zstd`` while it
-is being imported; importing JAX from here eagerly would make that probe a circular import. Kept
-lazy, the probe just fails with ImportError, as JAX expects on Python < 3.14.
+standard-library ``compression`` package (PEP 784), and JAX probes ``from compression import
+zstd`` while it is being imported; importing JAX from here eagerly would make that probe a
+circular import. Kept lazy, the probe just fails with ImportError, as JAX expects on Python
+< 3.14. Where the standard library has its own ``compression`` folder (3.14 and later) and this
+package is the one imported (run from a clone, whose folder comes first on ``sys.path``), that
+folder is appended to ``__path__``, so ``compression.zstd`` and its siblings still resolve to the
+standard library's modules. An *installed* copy would be shadowed by the standard library
+instead; the package therefore declares ``requires-python <3.14`` (README, "Versions").
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sysconfig
 from typing import Any
+
+
+def standard_library_parts(stdlib: str | None) -> list[str]:
+    """The standard library's ``compression`` folder, if it has one and it is not this one."""
+    if not stdlib:
+        return []
+    folder = os.path.join(stdlib, "compression")
+    ours = os.path.dirname(os.path.abspath(__file__))
+    if os.path.isdir(folder) and os.path.abspath(folder) != ours:
+        return [folder]
+    return []
+
+
+__path__.extend(p for p in standard_library_parts(sysconfig.get_path("stdlib")) if p not in __path__)  # noqa: F821
 
 _EXPORTS = {
     "LossConfig": "config", "OptimizerConfig": "config", "SamplingConfig": "config",
