@@ -20,7 +20,7 @@ from compiler.assemble import Embeddings, assemble
 from compiler.compiled_model import CompiledModel
 from compiler.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
-from compiler.lower import ONE, LoweringOptions, fuse_elementwise, lower, output_space
+from compiler.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
 from compiler.model import build
 from compiler.validate import check_graph
 from compiler.values import infer_values
@@ -139,11 +139,11 @@ def compile_rasp(
         )
     graph = g.trace(discretise_numerical_inputs(program))
     infer_values(graph, tokens, max_seq_len)
-    problems = check_graph(graph, causal)
+    bos = BasisDirection("tokens", compiler_bos)
+    problems = check_graph(graph, causal, bos)
     if problems:
         raise UnsupportedProgramError(problems)
 
-    bos = BasisDirection("tokens", compiler_bos)
     pad = BasisDirection("tokens", compiler_pad)
     fuse_elementwise(graph)
     options = LoweringOptions(
@@ -177,7 +177,14 @@ def compile_rasp(
         bos=compiler_bos,
     )
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
+    map_errors = {
+        label: (data[NUMERICAL_FIT].construction, data[NUMERICAL_FIT].error)
+        for label, data in graph.nodes(data=True)
+        if NUMERICAL_FIT in data
+    }
     return CompiledModel(
+        numerical_error_bound=max((error for _, error in map_errors.values()), default=0.0),
+        numerical_map_errors=map_errors,
         params=params,
         config=config,
         forward=forward,

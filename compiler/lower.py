@@ -21,11 +21,17 @@ from compiler import selectors
 from compiler.allocate import EMBEDDED_KINDS, node_inputs
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead
-from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
+from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
 from craft.maps import BilinearMap
 from rasp import rasp
 
 ONE = BasisDirection("one")
+
+# Node attribute of a numerical -> numerical Map: its `NumericalMapFit` (construction, error).
+NUMERICAL_FIT = "numerical_fit"
+# Graph attribute: {label: NumericalMapFit} measured by validation, reused here when it was
+# built for the same BOS direction.
+NUMERICAL_FITS = "numerical_fits"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +120,40 @@ def _hidden(label: str) -> str:
     return f"{label}_hidden"
 
 
+def numerical_map_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, str] | None:
+    """`(f, input label)` when the (fused) node lowers to a numerical -> numerical Map MLP."""
+    node = graph.nodes[label]
+    if node[g.KIND] not in ("map", "sequence_map") or not _is_numerical(graph, label):
+        return None
+    fn, inputs = _operation(graph, label)
+    if len(set(inputs)) != 1 or not _is_numerical(graph, inputs[0]):
+        return None
+    if len(inputs) == 2:  # f(x, x) of one s-op
+        binary = fn
+        fn = lambda x: binary(x, x)  # noqa: E731
+    return fn, inputs[0]
+
+
+def fit_numerical_map(
+    graph: nx.DiGraph, label: str, mlp_exactness: float, bos: BasisDirection
+) -> numerical_fit.NumericalMapFit | None:
+    """The measured MLP of a numerical -> numerical Map node (None for other nodes)."""
+    operation = numerical_map_operation(graph, label)
+    if operation is None:
+        return None
+    fn, inner = operation
+    return numerical_fit.fit_numerical_map(
+        fn,
+        output_space(graph, inner),
+        output_space(graph, label),
+        graph.nodes[inner][g.VALUE_SET],
+        VectorSpaceWithBasis((ONE,)),
+        VectorSpaceWithBasis((bos,)),
+        exactness=mlp_exactness,
+        hidden_name=_hidden(label),
+    )
+
+
 def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
     fn, (inner,) = _operation(graph, label)
     in_space, out_space = output_space(graph, inner), output_space(graph, label)
@@ -126,8 +166,13 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
         return categorical_mlp.map_categorical_mlp(
             in_space, out_space, fn, hidden_name=_hidden(label), one_space=options.one_space
         )
-    build = numerical_mlp.map_numerical_mlp if numerical_out else numerical_mlp.map_numerical_to_categorical_mlp
-    return build(
+    if numerical_out:
+        fit = graph.graph.get(NUMERICAL_FITS, {}).get(label)
+        if fit is None or options.bos not in fit.mlp.input_space or options.mlp_exactness != 100:
+            fit = fit_numerical_map(graph, label, options.mlp_exactness, options.bos)
+        graph.nodes[label][NUMERICAL_FIT] = fit
+        return fit.mlp
+    return numerical_mlp.map_numerical_to_categorical_mlp(
         fn,
         in_space,
         out_space,

@@ -47,6 +47,7 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
         "max_seq_len": config.max_seq_len,
         "causal": config.causal,
         "output": "numerical" if config.numerical_output else "categorical",
+        "numerical_error_bound": model.numerical_error_bound,
     }
 
 
@@ -68,6 +69,9 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"output: {summary['output']}",
         f"residual labels: {', '.join(summary['labels'])}",
     ]
+    bound = summary.get("numerical_error_bound")
+    if bound:
+        lines.append(f"numerical Maps: worst relative error {bound:.2g} on their value sets")
     return "\n".join(lines)
 
 

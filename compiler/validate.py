@@ -17,9 +17,11 @@ from compiler.discretise import discretise_numerical_inputs
 from compiler import selectors
 from compiler.allocate import node_inputs
 from compiler.errors import CompilerError, UnsupportedProgramError
-from compiler.lower import fuse_elementwise
+from compiler.lower import NUMERICAL_FITS, fit_numerical_map, fuse_elementwise, numerical_map_operation
 from compiler.values import infer_values
+from craft.bases import BasisDirection
 from craft.chamber import numerical_mlp
+from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE, measurable_values
 from rasp import rasp
 
 
@@ -37,17 +39,30 @@ def validate(
     return check_graph(graph, causal)
 
 
-def check_graph(graph: nx.DiGraph, causal: bool) -> list[str]:
-    """Problems of an already traced graph with inferred values."""
+def check_graph(
+    graph: nx.DiGraph, causal: bool, bos: BasisDirection = BasisDirection("tokens", "BOS")
+) -> list[str]:
+    """Problems of an already traced graph with inferred values.
+
+    Leaves the measured numerical Map fits in `graph.graph[NUMERICAL_FITS]` for lowering (built
+    with `bos` as the BOS direction).
+    """
     problems: list[str] = []
-    # Sizes first: the other checks may build tables of the same size.
-    oversized = _oversized_blocks(graph)
+    # Sizes first: the other checks may build tables of the same size. Both size and numerical
+    # accuracy are judged on the graph as it will be lowered, after elementwise fusion.
+    fused = graph.copy()
+    fuse_elementwise(fused)
+    oversized = _oversized_blocks(fused)
+    inaccurate, fits = ({}, {}) if oversized else _inaccurate_numerical_maps(fused, bos)
+    graph.graph[NUMERICAL_FITS] = fits
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
         kind = node[g.KIND]
         if label in oversized:
             problems.append(oversized[label])
             continue
+        if label in inaccurate:
+            problems.append(inaccurate[label])
         if kind == "map":
             problems += _check_map(graph, node[g.EXPR])
         elif kind in ("sequence_map", "linear_sequence_map"):
@@ -72,14 +87,53 @@ def _width(graph: nx.DiGraph, label: str) -> int:
     return max(1, len(graph.nodes[label][g.VALUE_SET]))
 
 
-def _oversized_blocks(graph: nx.DiGraph) -> dict[str, str]:
+def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[dict[str, str], dict]:
+    """Numerical -> numerical Maps whose best MLP misses `NUMERICAL_MAP_TOLERANCE` (with the
+    message), and every fit measured.
+
+    Each is built and run in float32 on its whole input value set (`craft.chamber.numerical_fit`).
+    """
+    found, fits = {}, {}
+    for label in g.sop_nodes(fused):
+        operation = numerical_map_operation(fused, label)
+        if operation is None or _nullable(fused, operation[1]) or _nullable(fused, label):
+            continue  # None problems are reported by the Map checks
+        try:
+            fit = fit_numerical_map(fused, label, 100.0, bos)
+        except (TypeError, ValueError):
+            continue  # non-numeric values: reported by other checks
+        if fit is None:
+            continue
+        fits[label] = fit
+        if fit.error <= NUMERICAL_MAP_TOLERANCE:
+            continue
+        inner = operation[1]
+        count = len(fused.nodes[inner][g.VALUE_SET])
+        if fit.construction == "unmeasured":
+            found[label] = (
+                f"{label}: numerical Map of {inner} is not affine on {inner}'s {count} values "
+                f"(smallest gap {fit.smallest_gap:.3g}), too many to build and check an MLP "
+                f"within {NUMERICAL_MAP_TOLERANCE:g} (about {measurable_values():,} at most). "
+                f"Round the input first (e.g. numerical(Map(lambda x: round(x, 2), {inner}))), "
+                "lower max_seq_len, or make the Map categorical"
+            )
+            continue
+        found[label] = (
+            f"{label}: numerical Map of {inner} is off by up to {fit.error:.2g} (relative) on "
+            f"{inner}'s {count} values, whose smallest gap is {fit.smallest_gap:.3g}; a compiled "
+            f"numerical Map must stay within {NUMERICAL_MAP_TOLERANCE:g}. Round the input first "
+            f"(e.g. numerical(Map(lambda x: round(x, 2), {inner}))), lower max_seq_len, or make "
+            "the Map categorical"
+        )
+    return found, fits
+
+
+def _oversized_blocks(fused: nx.DiGraph) -> dict[str, str]:
     """Nodes whose block would need an impractically large weight matrix, with the message.
 
     Sized on the graph as it will be lowered, i.e. after elementwise fusion (a Map fused into the
     SequenceMap below it builds one block over that SequenceMap's inputs, not two).
     """
-    fused = graph.copy()
-    fuse_elementwise(fused)
     found = {}
     for label in g.sop_nodes(fused):
         shapes = _block_shapes(fused, label)
@@ -147,7 +201,8 @@ def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
         problems.append(
             f"{expr.label}: numerical Map whose function returns None; return a number instead"
         )
-    elif _encoding(graph, expr.inner.label) == "numerical":
+    elif _encoding(graph, expr.inner.label) == "numerical" and not rasp.is_numerical(expr):
+        # (numerical -> numerical Maps are measured instead: _inaccurate_numerical_maps)
         problems += _check_resolvable(graph, expr.label, expr.f, expr.inner.label)
     return problems
 
@@ -180,7 +235,7 @@ def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list
 def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) -> list[str]:
     encodings = (_encoding(graph, expr.fst.label), _encoding(graph, expr.snd.label))
     problems = []
-    if expr.fst.label == expr.snd.label and encodings[0] == "numerical":
+    if expr.fst.label == expr.snd.label and encodings[0] == "numerical" and not rasp.is_numerical(expr):
         # f(x, x) of one numerical s-op is lowered as a discretising Map of it.
         f = expr.f
         problems += _check_resolvable(graph, expr.label, lambda x: f(x, x), expr.fst.label)
