@@ -7,6 +7,7 @@ Each message starts with the offending s-op's label and says what to do instead.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +17,7 @@ from compiler import graph as g
 from compiler.discretise import discretise_numerical_inputs
 from compiler import selectors
 from compiler.allocate import node_inputs
-from compiler.errors import CompilerError, UnsupportedProgramError
+from compiler.errors import CausalSemanticsWarning, CompilerError, UnsupportedProgramError
 from compiler.lower import NUMERICAL_FITS, fit_numerical_map, fuse_elementwise, numerical_map_operation
 from compiler.values import infer_values
 from craft.bases import BasisDirection
@@ -25,10 +26,23 @@ from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE, measurable_valu
 from rasp import rasp
 
 
+# Graph attribute: labels of the s-ops whose selectors may select later positions, in causal mode.
+CAUSAL_NOTES = "causal_notes"
+
+
 def validate(
-    program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False
+    program: rasp.SOp,
+    vocab: Iterable[Any],
+    max_seq_len: int,
+    causal: bool = False,
+    causal_strict: bool = False,
 ) -> list[str]:
-    """Every problem that stops `program` from compiling exactly (empty list: it compiles)."""
+    """Every problem that stops `program` from compiling exactly (empty list: it compiles).
+
+    With `causal=True` a selector that may select later positions is no problem: the model
+    computes the causal evaluation. Such a program gets its note as a `CausalSemanticsWarning`
+    (see `causal_notes`); with `causal_strict=True` it is a problem instead.
+    """
     try:
         graph = g.trace(discretise_numerical_inputs(program))
         infer_values(graph, vocab, max_seq_len)
@@ -36,18 +50,47 @@ def validate(
         return list(error.problems)
     except CompilerError as error:
         return [str(error)]
-    return check_graph(graph, causal)
+    problems = check_graph(graph, causal, causal_strict=causal_strict)
+    if not problems:
+        warn_causal_semantics(graph, stacklevel=3)
+    return problems
+
+
+def causal_notes(graph: nx.DiGraph) -> list[str]:
+    """S-ops (and their selectors) that may read later positions, found by `check_graph`."""
+    return list(graph.graph.get(CAUSAL_NOTES, ()))
+
+
+def warn_causal_semantics(graph: nx.DiGraph, stacklevel: int = 2) -> None:
+    """Raise one `CausalSemanticsWarning` naming every selector that may read later positions."""
+    notes = causal_notes(graph)
+    if notes:
+        warnings.warn(
+            CausalSemanticsWarning(
+                "causal=True: these selectors may select keys after the query, so the model "
+                "computes rasp.evaluate(program, xs, causal=True), which can differ from the "
+                f"plain evaluation: {'; '.join(notes)}. Pass causal_strict=True to refuse such "
+                "programs, or restrict the selectors with Select(indices, indices, LEQ) & ..."
+            ),
+            stacklevel=stacklevel + 1,
+        )
 
 
 def check_graph(
-    graph: nx.DiGraph, causal: bool, bos: BasisDirection = BasisDirection("tokens", "BOS")
+    graph: nx.DiGraph,
+    causal: bool,
+    bos: BasisDirection = BasisDirection("tokens", "BOS"),
+    causal_strict: bool = False,
 ) -> list[str]:
     """Problems of an already traced graph with inferred values.
 
     Leaves the measured numerical Map fits in `graph.graph[NUMERICAL_FITS]` for lowering (built
-    with `bos` as the BOS direction).
+    with `bos` as the BOS direction), and in causal mode the selectors that may read later
+    positions in `graph.graph[CAUSAL_NOTES]` (problems instead when `causal_strict`).
     """
     problems: list[str] = []
+    notes: list[str] = []
+    graph.graph[CAUSAL_NOTES] = notes
     # Sizes first: the other checks may build tables of the same size. Both size and numerical
     # accuracy are judged on the graph as it will be lowered, after elementwise fusion.
     fused = graph.copy()
@@ -68,10 +111,10 @@ def check_graph(
         elif kind in ("sequence_map", "linear_sequence_map"):
             problems += _check_sequence_map(graph, node[g.EXPR], kind)
         elif kind == "aggregate":
-            problems += _check_selector(graph, node[g.EXPR], causal)
+            problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
             problems += _check_aggregate(graph, node[g.EXPR])
         elif kind == "selector_width":
-            problems += _check_selector(graph, node[g.EXPR], causal)
+            problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
     return problems
 
 
@@ -261,7 +304,9 @@ def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) ->
     return problems
 
 
-def _check_selector(graph: nx.DiGraph, expr: rasp.SOp, causal: bool) -> list[str]:
+def _check_selector(
+    graph: nx.DiGraph, expr: rasp.SOp, causal: bool, strict: bool, notes: list[str]
+) -> list[str]:
     selector = expr.selector
     try:
         leaves = selectors.conjunction(selector)
@@ -287,13 +332,16 @@ def _check_selector(graph: nx.DiGraph, expr: rasp.SOp, causal: bool) -> list[str
             later = selectors.reads_later_positions(graph, expr.label, leaves)
         except UnsupportedProgramError as error:
             return list(error.problems)
-        if later:
+        if later and strict:
             problems.append(
                 f"{expr.label}: in causal mode its selector may select keys after the query, so "
-                "the causal model would compute something else than the program; compile with "
-                "causal=False, or restrict the selector with "
-                "Select(indices, indices, LEQ) & ... so it reads only earlier positions"
+                "the causal model computes the causal evaluation, not the plain one "
+                "(causal_strict=True); compile with causal=False, drop causal_strict, or "
+                "restrict the selector with Select(indices, indices, LEQ) & ... so it reads "
+                "only earlier positions"
             )
+        elif later:
+            notes.append(f"{expr.selector.label} (read by {expr.label})")
     return problems
 
 

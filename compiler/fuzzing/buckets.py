@@ -6,7 +6,7 @@ import re
 
 # (pattern searched in the message without its leading label, bucket name). First match wins.
 REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"in causal mode its selector may select keys after the query", "causal: selector may read later positions"),
+    (r"in causal mode its selector may select keys after the query", "causal (strict): selector may read later positions"),
     (r"SequenceMap reads the numerical", "SequenceMap of a numerical input"),
     (r"selector's (keys|queries) s-op .* is numerical", "selector over a numerical s-op"),
     (r"negates a comparison .* which can be None", "negated selector over a None-able s-op"),

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from compiler import (
+    CausalSemanticsWarning,
     InvalidInputError,
     UnsupportedProgramError,
     ValueInferenceError,
@@ -78,10 +79,20 @@ def test_or_of_selectors_over_different_sops_is_refused_with_rewrite_advice():
     assert "either" in problem and "SequenceMap" in problem and "product" in problem
 
 
-def test_causal_program_reading_later_positions_is_refused():
+def test_causal_program_reading_later_positions_warns_once_or_is_refused_when_strict():
     program = lib.make_length()
-    (problem,) = _problems(program, causal=True)
-    assert "length" in problem and "causal" in problem
+    with pytest.warns(CausalSemanticsWarning) as caught:
+        model = compile_rasp(program, VOCAB, 4, causal=True)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "(read by length)" in message and "causal_strict=True" in message
+    assert model.apply(["BOS", 3, 1, 2]).decoded[1:] == [1, 2, 3]  # the causal length
+    with pytest.warns(CausalSemanticsWarning):
+        assert validate(program, VOCAB, 4, causal=True) == []
+    (problem,) = validate(program, VOCAB, 4, causal=True, causal_strict=True)
+    assert problem.startswith("length: in causal mode its selector may select keys after the query")
+    with pytest.raises(UnsupportedProgramError):
+        compile_rasp(program, VOCAB, 4, causal=True, causal_strict=True)
     assert validate(program, VOCAB, 4, causal=False) == []
 
 
