@@ -27,7 +27,7 @@ REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"its (function|predicate) raised", "user function raised on a reachable value"),
     (r"is numerical but takes the non-numeric value", "numerical s-op with non-numeric values"),
     (r"a numerical Aggregate needs numeric values", "numerical Aggregate of non-numbers"),
-    (r"share the label", "duplicate labels"),
+    (r"share the label", "duplicate labels (expression type the relabelling cannot rebuild)"),
     (r"never reads `tokens`", "program ignores tokens"),
     (r"are only .* apart \(one number up to float rounding", "Map of a numerical s-op: values too close (float rounding)"),
     (r"numerical Map of .* is off by up to", "numerical Map: measured error above 1e-4"),
