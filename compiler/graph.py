@@ -11,6 +11,7 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.errors import UnsupportedProgramError
+from compiler.primitives import expand_length
 from compiler.relabel import unique_labels
 from rasp import rasp
 
@@ -22,6 +23,7 @@ NULLABLE = "nullable"
 OUTPUT_SPACE = "output_space"
 BLOCKS = "blocks"
 LAYER = "layer"
+USES_LENGTH = "uses_length"  # graph attribute: the program reads rasp.length
 NAME = "name"  # the user's label (node keys get a suffix where two expressions share it)
 
 
@@ -59,8 +61,9 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
             [f"the program must be an s-op, got {type(program).__name__} ({program!r}); "
              "compile an s-op such as Aggregate(...) or Map(...), not a selector"]
         )
+    program, uses_length = expand_length(program)
     program, user_names = unique_labels(program)
-    graph = nx.DiGraph(sink=program.label)
+    graph = nx.DiGraph(sink=program.label, **{USES_LENGTH: uses_length})
     stack = [program]
     while stack:
         expr = stack.pop()

@@ -91,6 +91,12 @@ def check_graph(
     problems: list[str] = []
     notes: list[str] = []
     graph.graph[CAUSAL_NOTES] = notes
+    if causal and graph.graph.get(g.USES_LENGTH):
+        problems.append(
+            "length: rasp.length is the length of the whole input, which a causal model cannot "
+            "know at earlier positions; compile with causal=False, or use lib.make_length() "
+            "(whose causal value is the length of the prefix)"
+        )
     # Sizes first: the other checks may build tables of the same size. Both size and numerical
     # accuracy are judged on the graph as it will be lowered, after elementwise fusion.
     fused = graph.copy()

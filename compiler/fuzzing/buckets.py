@@ -29,6 +29,7 @@ REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"a numerical Aggregate needs numeric values", "numerical Aggregate of non-numbers"),
     (r"share the label", "duplicate labels (expression type the relabelling cannot rebuild)"),
     (r"never reads `tokens`", "program ignores tokens"),
+    (r"rasp.length is the length of the whole input", "causal: rasp.length"),
     (r"are only .* apart \(one number up to float rounding", "Map of a numerical s-op: values too close (float rounding)"),
     (r"numerical Map of .* is off by up to", "numerical Map: measured error above 1e-4"),
     (r"numerical Map of .* is not affine on .* too many to build and check", "numerical Map: too many values to check"),
