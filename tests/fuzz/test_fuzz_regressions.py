@@ -59,7 +59,9 @@ def test_categorical_map_of_float_noise_is_a_validated_refusal():
     v3 = rasp.Aggregate(v2, rasp.tokens, default=0).named("v3")
     v4 = lib.make_frac_prevs(v3.named("v4_bools")).named("v4")
     v5 = rasp.Map(lambda x: x % 2 == 0, v4, simplify=False).named("v5")
-    _assert_refused_as_too_close(v5, [-1, 1, 2], 3, "v5")
+    # Since the per-position inference (sums in key order, as the evaluator adds) the value set
+    # holds only the floats the evaluator really produces, so this compiles, exact on all inputs.
+    assert assert_exact(v5, vocab=[-1, 1, 2], max_seq_len=3, budget=100).compared == 39
 
 
 def test_categorical_one_minus_float_noise_is_a_validated_refusal():
