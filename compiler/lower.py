@@ -20,7 +20,7 @@ from compiler import graph as g
 from compiler import selectors
 from compiler.allocate import EMBEDDED_KINDS, node_inputs
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
-from craft.blocks import MLP, AttentionHead
+from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
 from craft.maps import BilinearMap
 from rasp import rasp
@@ -234,7 +234,9 @@ def direct_attention(graph: nx.DiGraph, selector: rasp.Selector) -> tuple[Biline
     return BilinearMap(query_space, key_space, matrix), len(leaves)
 
 
-def _lower_aggregate(graph: nx.DiGraph, label: str, options: LoweringOptions) -> AttentionHead:
+def _lower_aggregate(
+    graph: nx.DiGraph, label: str, options: LoweringOptions
+) -> AttentionHead | MultiAttentionHead:
     expr = graph.nodes[label][g.EXPR]
     direct, n_terms = direct_attention(graph, expr.selector)
     sop_space, out_space = output_space(graph, expr.sop.label), output_space(graph, label)
@@ -242,7 +244,7 @@ def _lower_aggregate(graph: nx.DiGraph, label: str, options: LoweringOptions) ->
         value_map = categorical_attn.numerical_value_map(sop_space, out_space)
     else:
         value_map = categorical_attn.categorical_value_map(sop_space, out_space)
-    return categorical_attn.attention_head(
+    head = categorical_attn.attention_head(
         direct,
         n_terms,
         value_map,
@@ -252,6 +254,41 @@ def _lower_aggregate(graph: nx.DiGraph, label: str, options: LoweringOptions) ->
         always_attend_to_bos=False,
         coldness=options.coldness,
     )
+    default_row = _default_row(graph, label, out_space)
+    if default_row is None:
+        return head
+    heads = categorical_attn.bos_default_heads(
+        head, default_row, options.bos_space, options.one_space, coldness=options.coldness
+    )
+    return MultiAttentionHead(heads)
+
+
+def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis) -> np.ndarray | None:
+    """The output row an Aggregate's BOS key must carry for its default (None: no default to
+    write, i.e. default 0 / None, or a selector that always selects)."""
+    expr = graph.nodes[label][g.EXPR]
+    if not needs_bos_default(graph, label):
+        return None
+    row = np.zeros(out_space.num_dims)
+    if _is_numerical(graph, label):
+        row[0] = float(expr.default)
+    else:
+        row[out_space.index(BasisDirection(label, expr.default))] = 1.0
+    return row
+
+
+def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
+    """Whether an Aggregate's default must be written by its head (BOS carries it)."""
+    expr = graph.nodes[label][g.EXPR]
+    if _is_numerical(graph, label):
+        if expr.default == 0:
+            return False
+    elif expr.default is None:
+        return False
+    try:
+        return not selectors.always_selects(graph, label, selectors.conjunction(expr.selector))
+    except Exception:  # noqa: BLE001 - validation reports selector problems
+        return False
 
 
 def _lower_selector_width(

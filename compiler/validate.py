@@ -7,6 +7,7 @@ Each message starts with the offending s-op's label and says what to do instead.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -351,6 +352,17 @@ def _check_selector(
     return problems
 
 
+# Largest |default| a numerical head writes through BOS: a query that selects something still
+# gives BOS weight <= max_seq_len * e^-50 (~2e-20), negligible next to float32 rounding below it.
+MAX_BOS_DEFAULT = 1e9
+
+
+def _bos_default_is_exact(default: Any) -> bool:
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        return False
+    return math.isfinite(default) and abs(default) <= MAX_BOS_DEFAULT
+
+
 def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
     problems = []
     sop = expr.sop.label
@@ -358,15 +370,10 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
         always = selectors.always_selects(graph, expr.label, selectors.conjunction(expr.selector))
     except UnsupportedProgramError:
         always = False  # the selector problem itself is reported by _check_selector
-    if rasp.is_categorical(expr):
-        # (A numerical s-op aggregated categorically was given a one-hot copy by
-        # compiler.discretise before tracing.)
-        if expr.default is not None and not always:
-            problems.append(
-                f"{expr.label}: categorical Aggregate with default={expr.default!r}; a compiled "
-                "head writes nothing (None) when it selects nothing, so the default must be None"
-            )
-    else:
+    # A categorical Aggregate needs no check here: a numerical s-op aggregated categorically was
+    # given a one-hot copy by compiler.discretise, and a non-None default is written by the head
+    # (BOS carries it, lower.needs_bos_default).
+    if rasp.is_numerical(expr):
         values = graph.nodes[sop][g.VALUE_SET]
         if _encoding(graph, sop) == "categorical" and not all(
             isinstance(v, (bool, int, float)) for v in values
@@ -380,9 +387,12 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
                 f"{expr.label}: numerical Aggregate of {sop}, which can be None; RASP cannot "
                 "average None. Make the aggregated s-op never None"
             )
-        if expr.default != 0 and not always:
+        # A non-zero default is written by the head (BOS carries it), exactly when it is a
+        # number small enough that BOS's leftover weight e^-50 on it stays below float32.
+        if expr.default != 0 and not always and not _bos_default_is_exact(expr.default):
             problems.append(
                 f"{expr.label}: numerical Aggregate with default={expr.default!r}; a compiled "
-                "head averages to 0 when it selects nothing, so use default=0"
+                f"head writes the default through BOS only for a finite number of magnitude at "
+                f"most {MAX_BOS_DEFAULT:g}, so use such a number (or default=0)"
             )
     return problems
