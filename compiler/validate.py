@@ -389,7 +389,13 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
             )
         # A non-zero default is written by the head (BOS carries it), exactly when it is a
         # number small enough that BOS's leftover weight e^-50 on it stays below float32.
-        if expr.default != 0 and not always and not _bos_default_is_exact(expr.default):
+        if expr.default is None and not always:
+            problems.append(
+                f"{expr.label}: numerical Aggregate with default=None; it is None where the "
+                "selector selects nothing, which a numerical direction cannot hold. Use a "
+                "number as the default (e.g. default=0)"
+            )
+        elif expr.default != 0 and not always and not _bos_default_is_exact(expr.default):
             problems.append(
                 f"{expr.label}: numerical Aggregate with default={expr.default!r}; a compiled "
                 f"head writes the default through BOS only for a finite number of magnitude at "
