@@ -3,6 +3,7 @@
 from compiler.compiled_model import ApplyResult, CompiledModel, LabelledResidual
 from compiler.compiling import COMPILER_BOS, COMPILER_PAD, compile_rasp, compile_rasp_to_model
 from compiler.errors import (
+    CausalSemanticsWarning,
     CompilerError,
     InvalidInputError,
     ModelFileError,
@@ -15,6 +16,7 @@ __all__ = [
     "ApplyResult",
     "COMPILER_BOS",
     "COMPILER_PAD",
+    "CausalSemanticsWarning",
     "CompiledModel",
     "CompilerError",
     "InvalidInputError",

@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--vocab", help="tokens: a,b,c | JSON list | integer range 0..9")
     compiling.add_argument("--max-seq-len", type=int, metavar="N", help="longest input, BOS excluded")
     compiling.add_argument("--causal", action="store_true", help="compile with causal (decoder) attention")
+    compiling.add_argument(
+        "--causal-strict", action="store_true",
+        help="with --causal, refuse programs whose selectors may read later positions (else a warning)",
+    )
     compiling.add_argument("--bos", default="BOS", help="beginning-of-sequence token (default BOS)")
     compiling.add_argument("--pad", default="PAD", help="padding token (default PAD)")
     compiling.add_argument("--mlp-exactness", type=float, default=100, metavar="X", help="numerical MLP exactness (default 100)")
@@ -80,6 +84,7 @@ def _check_sources(args: argparse.Namespace) -> None:
                 ("--vocab", args.vocab),
                 ("--max-seq-len", args.max_seq_len),
                 ("--causal", args.causal),
+                ("--causal-strict", args.causal_strict),
                 ("--validate-only", args.validate_only),
             )
             if value
@@ -114,7 +119,7 @@ def _print_json(data: dict) -> None:
 def _validate(program: Any, vocab: tuple, max_seq_len: int, args: argparse.Namespace) -> int:
     from compiler.validate import validate
 
-    problems = validate(program, vocab, max_seq_len, causal=args.causal)
+    problems = validate(program, vocab, max_seq_len, causal=args.causal, causal_strict=args.causal_strict)
     if args.json:
         _print_json({"program": program.label, "ok": not problems, "problems": problems})
     elif not problems:
@@ -147,6 +152,7 @@ def _run(args: argparse.Namespace) -> int:
             vocab,
             max_seq_len,
             causal=args.causal,
+            causal_strict=args.causal_strict,
             compiler_bos=args.bos,
             compiler_pad=args.pad,
             mlp_exactness=args.mlp_exactness,

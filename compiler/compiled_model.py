@@ -53,6 +53,11 @@ class CompiledModel:
     input_encoder: InputEncoder
     output_encoder: OutputEncoder
     program: Any = None
+    # Worst relative error |model - f(x)| / max(1, |f(x)|) of any numerical -> numerical Map
+    # block over its input value set, measured in float32 at compile time (0.0: no such Map;
+    # None: unknown, e.g. a model loaded from a file). Per s-op: `numerical_map_errors`.
+    numerical_error_bound: float | None = None
+    numerical_map_errors: Any = None  # {label: (construction, error)} or None when unknown
 
     @property
     def residual_labels(self) -> tuple[str, ...]:

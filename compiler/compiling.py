@@ -20,9 +20,9 @@ from compiler.assemble import Embeddings, assemble
 from compiler.compiled_model import CompiledModel
 from compiler.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
-from compiler.lower import ONE, LoweringOptions, fuse_elementwise, lower, output_space
+from compiler.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
 from compiler.model import build
-from compiler.validate import check_graph
+from compiler.validate import check_graph, warn_causal_semantics
 from compiler.values import infer_values
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
 from craft.blocks import SeriesWithResiduals, combine_in_parallel
@@ -124,8 +124,13 @@ def compile_rasp(
     compiler_pad: Hashable = "PAD",
     mlp_exactness: float = 100,
     allocator: Allocator = longest_path,
+    causal_strict: bool = False,
 ) -> CompiledModel:
     """Compile `program` into a transformer exact on every input of up to `max_seq_len` tokens.
+
+    With `causal=True` the model computes `rasp.evaluate(program, xs, causal=True)`; when a
+    selector may select later positions (so that can differ from the plain evaluation) a
+    `CausalSemanticsWarning` names it, and `causal_strict=True` refuses the program instead.
 
     Raises `UnsupportedProgramError` listing every reason when the program cannot be compiled
     exactly (see `compiler.validate`), `ValueInferenceError` when a value set cannot be computed,
@@ -139,11 +144,12 @@ def compile_rasp(
         )
     graph = g.trace(discretise_numerical_inputs(program))
     infer_values(graph, tokens, max_seq_len)
-    problems = check_graph(graph, causal)
+    bos = BasisDirection("tokens", compiler_bos)
+    problems = check_graph(graph, causal, bos, causal_strict=causal_strict)
     if problems:
         raise UnsupportedProgramError(problems)
+    warn_causal_semantics(graph)
 
-    bos = BasisDirection("tokens", compiler_bos)
     pad = BasisDirection("tokens", compiler_pad)
     fuse_elementwise(graph)
     options = LoweringOptions(
@@ -177,7 +183,14 @@ def compile_rasp(
         bos=compiler_bos,
     )
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
+    map_errors = {
+        label: (data[NUMERICAL_FIT].construction, data[NUMERICAL_FIT].error)
+        for label, data in graph.nodes(data=True)
+        if NUMERICAL_FIT in data
+    }
     return CompiledModel(
+        numerical_error_bound=max((error for _, error in map_errors.values()), default=0.0),
+        numerical_map_errors=map_errors,
         params=params,
         config=config,
         forward=forward,
@@ -199,6 +212,7 @@ def compile_rasp_to_model(
     compiler_bos: Hashable = COMPILER_BOS,
     compiler_pad: Hashable = COMPILER_PAD,
     mlp_exactness: int = 100,
+    causal_strict: bool = False,
 ) -> CompiledModel:
     """Tracr's entry point, with its argument names and default special tokens."""
     return compile_rasp(
@@ -209,6 +223,7 @@ def compile_rasp_to_model(
         compiler_bos=compiler_bos,
         compiler_pad=compiler_pad,
         mlp_exactness=mlp_exactness,
+        causal_strict=causal_strict,
     )
 
 

@@ -46,7 +46,7 @@ def _numerical_inputs(expr: rasp.RASPExpr) -> tuple[rasp.SOp, ...]:
     return ()
 
 
-def _walk(program: rasp.RASPExpr) -> list[rasp.RASPExpr]:
+def walk(program: rasp.RASPExpr) -> list[rasp.RASPExpr]:
     """Every expression of `program` once, children before parents."""
     order, seen, stack = [], set(), [(program, False)]
     while stack:
@@ -62,7 +62,7 @@ def _walk(program: rasp.RASPExpr) -> list[rasp.RASPExpr]:
     return order
 
 
-def _rebuild(expr: rasp.RASPExpr, child: Callable[[rasp.RASPExpr], rasp.RASPExpr]) -> rasp.RASPExpr:
+def rebuild(expr: rasp.RASPExpr, child: Callable[[rasp.RASPExpr], rasp.RASPExpr]) -> rasp.RASPExpr:
     """`expr` with each child replaced by `child(c)`, same label and annotations."""
     if isinstance(expr, rasp.LinearSequenceMap):
         new = rasp.LinearSequenceMap(child(expr.fst), child(expr.snd), expr.fst_fac, expr.snd_fac)
@@ -94,7 +94,7 @@ def discretise_numerical_inputs(program: rasp.SOp) -> rasp.SOp:
     """
     if not isinstance(program, rasp.RASPExpr):
         return program
-    order = _walk(program)
+    order = walk(program)
     if not any(_numerical_inputs(expr) for expr in order):
         return program
     labels = {expr.label for expr in order}
@@ -120,7 +120,7 @@ def discretise_numerical_inputs(program: rasp.SOp) -> rasp.SOp:
             def child(c: rasp.RASPExpr) -> rasp.RASPExpr:
                 return categorical_copy(c) if id(c) in numerical else current(c)
 
-            replaced[id(expr)] = _rebuild(expr, child)
+            replaced[id(expr)] = rebuild(expr, child)
         elif any(id(c) in replaced for c in expr.children):
-            replaced[id(expr)] = _rebuild(expr, current)
+            replaced[id(expr)] = rebuild(expr, current)
     return current(program)

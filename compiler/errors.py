@@ -35,3 +35,12 @@ class InvalidInputError(CompilerError, ValueError):
 
 class ModelFileError(CompilerError):
     """A saved model file is truncated, corrupted, edited or from another format version."""
+
+
+class CausalSemanticsWarning(UserWarning):
+    """A causal compilation whose selectors may select later positions.
+
+    The compiled model then computes `rasp.evaluate(program, xs, causal=True)` (every selector
+    masked to keys at or before the query), which can differ from the plain evaluation; e.g. a
+    causal `reverse` does not reverse. `compile_rasp(..., causal_strict=True)` refuses instead.
+    """

@@ -28,7 +28,8 @@ class Example:
     # A vocabulary of (about) the given size holding the tokens the program needs, for
     # benchmarks and differential tests at growing sizes.
     scaled_vocab: Callable[[int], tuple[Hashable, ...]]
-    # Whether the program reads only earlier positions, so it also compiles with causal=True.
+    # Whether the program reads only earlier positions: its causal compilation computes the plain
+    # result (no CausalSemanticsWarning). Every program compiles with causal=True.
     causal: bool = False
 
     def build(self, max_seq_len: int) -> rasp.SOp:

@@ -1,7 +1,8 @@
 """Trace a RASP program into a `networkx.DiGraph`.
 
-One node per RASP expression (s-ops and selectors), keyed by its label; an edge runs from each
-child to the expression that reads it. Later passes add node attributes (value set, output space,
+One node per RASP expression (s-ops and selectors), keyed by its label, made unique first
+(`compiler.relabel`: a second expression with a taken name becomes `name_2`; the node's `NAME`
+attribute keeps the user's name); an edge runs from each child to the expression that reads it. Later passes add node attributes (value set, output space,
 Craft blocks, layer); this pass records only the expression and what kind of operation it is.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.errors import UnsupportedProgramError
+from compiler.primitives import expand_length
+from compiler.relabel import unique_labels
 from rasp import rasp
 
 # Node attribute names, shared by every pass.
@@ -17,9 +20,12 @@ EXPR = "expr"
 KIND = "kind"
 VALUE_SET = "value_set"
 NULLABLE = "nullable"
+BY_POSITION = "by_position"
 OUTPUT_SPACE = "output_space"
 BLOCKS = "blocks"
 LAYER = "layer"
+USES_LENGTH = "uses_length"  # graph attribute: the program reads rasp.length
+NAME = "name"  # the user's label (node keys get a suffix where two expressions share it)
 
 
 def expression_kind(expr: rasp.RASPExpr) -> str:
@@ -56,7 +62,9 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
             [f"the program must be an s-op, got {type(program).__name__} ({program!r}); "
              "compile an s-op such as Aggregate(...) or Map(...), not a selector"]
         )
-    graph = nx.DiGraph(sink=program.label)
+    program, uses_length = expand_length(program)
+    program, user_names = unique_labels(program)
+    graph = nx.DiGraph(sink=program.label, **{USES_LENGTH: uses_length})
     stack = [program]
     while stack:
         expr = stack.pop()
@@ -68,7 +76,8 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
                      "give each a distinct name with .named(...)"]
                 )
             continue
-        graph.add_node(expr.label, **{EXPR: expr, KIND: expression_kind(expr)})
+        name = user_names.get(expr.label, expr.label)
+        graph.add_node(expr.label, **{EXPR: expr, KIND: expression_kind(expr), NAME: name})
         for child in expr.children:
             graph.add_edge(child.label, expr.label)
             stack.append(child)
@@ -76,7 +85,7 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
     for label, data in list(graph.nodes(data=True)):
         if data[KIND] == "constant_selector":
             if "indices" not in graph:
-                graph.add_node("indices", **{EXPR: rasp.indices, KIND: "indices"})
+                graph.add_node("indices", **{EXPR: rasp.indices, KIND: "indices", NAME: "indices"})
             graph.add_edge("indices", label)
     if "tokens" not in graph:
         raise UnsupportedProgramError(

@@ -20,12 +20,18 @@ from compiler import graph as g
 from compiler import selectors
 from compiler.allocate import EMBEDDED_KINDS, node_inputs
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
-from craft.blocks import MLP, AttentionHead
-from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
+from craft.blocks import MLP, AttentionHead, MultiAttentionHead
+from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
 from craft.maps import BilinearMap
 from rasp import rasp
 
 ONE = BasisDirection("one")
+
+# Node attribute of a numerical -> numerical Map: its `NumericalMapFit` (construction, error).
+NUMERICAL_FIT = "numerical_fit"
+# Graph attribute: {label: NumericalMapFit} measured by validation, reused here when it was
+# built for the same BOS direction.
+NUMERICAL_FITS = "numerical_fits"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +120,40 @@ def _hidden(label: str) -> str:
     return f"{label}_hidden"
 
 
+def numerical_map_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, str] | None:
+    """`(f, input label)` when the (fused) node lowers to a numerical -> numerical Map MLP."""
+    node = graph.nodes[label]
+    if node[g.KIND] not in ("map", "sequence_map") or not _is_numerical(graph, label):
+        return None
+    fn, inputs = _operation(graph, label)
+    if len(set(inputs)) != 1 or not _is_numerical(graph, inputs[0]):
+        return None
+    if len(inputs) == 2:  # f(x, x) of one s-op
+        binary = fn
+        fn = lambda x: binary(x, x)  # noqa: E731
+    return fn, inputs[0]
+
+
+def fit_numerical_map(
+    graph: nx.DiGraph, label: str, mlp_exactness: float, bos: BasisDirection
+) -> numerical_fit.NumericalMapFit | None:
+    """The measured MLP of a numerical -> numerical Map node (None for other nodes)."""
+    operation = numerical_map_operation(graph, label)
+    if operation is None:
+        return None
+    fn, inner = operation
+    return numerical_fit.fit_numerical_map(
+        fn,
+        output_space(graph, inner),
+        output_space(graph, label),
+        graph.nodes[inner][g.VALUE_SET],
+        VectorSpaceWithBasis((ONE,)),
+        VectorSpaceWithBasis((bos,)),
+        exactness=mlp_exactness,
+        hidden_name=_hidden(label),
+    )
+
+
 def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
     fn, (inner,) = _operation(graph, label)
     in_space, out_space = output_space(graph, inner), output_space(graph, label)
@@ -126,8 +166,13 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
         return categorical_mlp.map_categorical_mlp(
             in_space, out_space, fn, hidden_name=_hidden(label), one_space=options.one_space
         )
-    build = numerical_mlp.map_numerical_mlp if numerical_out else numerical_mlp.map_numerical_to_categorical_mlp
-    return build(
+    if numerical_out:
+        fit = graph.graph.get(NUMERICAL_FITS, {}).get(label)
+        if fit is None or options.bos not in fit.mlp.input_space or options.mlp_exactness != 100:
+            fit = fit_numerical_map(graph, label, options.mlp_exactness, options.bos)
+        graph.nodes[label][NUMERICAL_FIT] = fit
+        return fit.mlp
+    return numerical_mlp.map_numerical_to_categorical_mlp(
         fn,
         in_space,
         out_space,
@@ -189,7 +234,9 @@ def direct_attention(graph: nx.DiGraph, selector: rasp.Selector) -> tuple[Biline
     return BilinearMap(query_space, key_space, matrix), len(leaves)
 
 
-def _lower_aggregate(graph: nx.DiGraph, label: str, options: LoweringOptions) -> AttentionHead:
+def _lower_aggregate(
+    graph: nx.DiGraph, label: str, options: LoweringOptions
+) -> AttentionHead | MultiAttentionHead:
     expr = graph.nodes[label][g.EXPR]
     direct, n_terms = direct_attention(graph, expr.selector)
     sop_space, out_space = output_space(graph, expr.sop.label), output_space(graph, label)
@@ -197,7 +244,7 @@ def _lower_aggregate(graph: nx.DiGraph, label: str, options: LoweringOptions) ->
         value_map = categorical_attn.numerical_value_map(sop_space, out_space)
     else:
         value_map = categorical_attn.categorical_value_map(sop_space, out_space)
-    return categorical_attn.attention_head(
+    head = categorical_attn.attention_head(
         direct,
         n_terms,
         value_map,
@@ -207,6 +254,41 @@ def _lower_aggregate(graph: nx.DiGraph, label: str, options: LoweringOptions) ->
         always_attend_to_bos=False,
         coldness=options.coldness,
     )
+    default_row = _default_row(graph, label, out_space)
+    if default_row is None:
+        return head
+    heads = categorical_attn.bos_default_heads(
+        head, default_row, options.bos_space, options.one_space, coldness=options.coldness
+    )
+    return MultiAttentionHead(heads)
+
+
+def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis) -> np.ndarray | None:
+    """The output row an Aggregate's BOS key must carry for its default (None: no default to
+    write, i.e. default 0 / None, or a selector that always selects)."""
+    expr = graph.nodes[label][g.EXPR]
+    if not needs_bos_default(graph, label):
+        return None
+    row = np.zeros(out_space.num_dims)
+    if _is_numerical(graph, label):
+        row[0] = float(expr.default)
+    else:
+        row[out_space.index(BasisDirection(label, expr.default))] = 1.0
+    return row
+
+
+def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
+    """Whether an Aggregate's default must be written by its head (BOS carries it)."""
+    expr = graph.nodes[label][g.EXPR]
+    if _is_numerical(graph, label):
+        if expr.default == 0:
+            return False
+    elif expr.default is None:
+        return False
+    try:
+        return not selectors.always_selects(graph, label, selectors.conjunction(expr.selector))
+    except Exception:  # noqa: BLE001 - validation reports selector problems
+        return False
 
 
 def _lower_selector_width(

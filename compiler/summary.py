@@ -47,6 +47,12 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
         "max_seq_len": config.max_seq_len,
         "causal": config.causal,
         "output": "numerical" if config.numerical_output else "categorical",
+        "numerical_error_bound": model.numerical_error_bound,
+        "renamed": {
+            label: data["name"]
+            for label, data in sorted(model.graph.nodes(data=True) if model.graph is not None else ())
+            if data.get("name", label) != label
+        },
     }
 
 
@@ -68,6 +74,13 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"output: {summary['output']}",
         f"residual labels: {', '.join(summary['labels'])}",
     ]
+    renamed = summary.get("renamed")
+    if renamed:
+        shown = ", ".join(f"{label} (your {name!r})" for label, name in renamed.items())
+        lines.append(f"shared names made unique: {shown}")
+    bound = summary.get("numerical_error_bound")
+    if bound:
+        lines.append(f"numerical Maps: worst relative error {bound:.2g} on their value sets")
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ Each message starts with the offending s-op's label and says what to do instead.
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,17 +18,32 @@ from compiler import graph as g
 from compiler.discretise import discretise_numerical_inputs
 from compiler import selectors
 from compiler.allocate import node_inputs
-from compiler.errors import CompilerError, UnsupportedProgramError
-from compiler.lower import fuse_elementwise
+from compiler.errors import CausalSemanticsWarning, CompilerError, UnsupportedProgramError
+from compiler.lower import NUMERICAL_FITS, fit_numerical_map, fuse_elementwise, numerical_map_operation
 from compiler.values import infer_values
+from craft.bases import BasisDirection
 from craft.chamber import numerical_mlp
+from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE, measurable_values
 from rasp import rasp
 
 
+# Graph attribute: labels of the s-ops whose selectors may select later positions, in causal mode.
+CAUSAL_NOTES = "causal_notes"
+
+
 def validate(
-    program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False
+    program: rasp.SOp,
+    vocab: Iterable[Any],
+    max_seq_len: int,
+    causal: bool = False,
+    causal_strict: bool = False,
 ) -> list[str]:
-    """Every problem that stops `program` from compiling exactly (empty list: it compiles)."""
+    """Every problem that stops `program` from compiling exactly (empty list: it compiles).
+
+    With `causal=True` a selector that may select later positions is no problem: the model
+    computes the causal evaluation. Such a program gets its note as a `CausalSemanticsWarning`
+    (see `causal_notes`); with `causal_strict=True` it is a problem instead.
+    """
     try:
         graph = g.trace(discretise_numerical_inputs(program))
         infer_values(graph, vocab, max_seq_len)
@@ -34,29 +51,77 @@ def validate(
         return list(error.problems)
     except CompilerError as error:
         return [str(error)]
-    return check_graph(graph, causal)
+    problems = check_graph(graph, causal, causal_strict=causal_strict)
+    if not problems:
+        warn_causal_semantics(graph, stacklevel=3)
+    return problems
 
 
-def check_graph(graph: nx.DiGraph, causal: bool) -> list[str]:
-    """Problems of an already traced graph with inferred values."""
+def causal_notes(graph: nx.DiGraph) -> list[str]:
+    """S-ops (and their selectors) that may read later positions, found by `check_graph`."""
+    return list(graph.graph.get(CAUSAL_NOTES, ()))
+
+
+def warn_causal_semantics(graph: nx.DiGraph, stacklevel: int = 2) -> None:
+    """Raise one `CausalSemanticsWarning` naming every selector that may read later positions."""
+    notes = causal_notes(graph)
+    if notes:
+        warnings.warn(
+            CausalSemanticsWarning(
+                "causal=True: these selectors may select keys after the query, so the model "
+                "computes rasp.evaluate(program, xs, causal=True), which can differ from the "
+                f"plain evaluation: {'; '.join(notes)}. Pass causal_strict=True to refuse such "
+                "programs, or restrict the selectors with Select(indices, indices, LEQ) & ..."
+            ),
+            stacklevel=stacklevel + 1,
+        )
+
+
+def check_graph(
+    graph: nx.DiGraph,
+    causal: bool,
+    bos: BasisDirection = BasisDirection("tokens", "BOS"),
+    causal_strict: bool = False,
+) -> list[str]:
+    """Problems of an already traced graph with inferred values.
+
+    Leaves the measured numerical Map fits in `graph.graph[NUMERICAL_FITS]` for lowering (built
+    with `bos` as the BOS direction), and in causal mode the selectors that may read later
+    positions in `graph.graph[CAUSAL_NOTES]` (problems instead when `causal_strict`).
+    """
     problems: list[str] = []
-    # Sizes first: the other checks may build tables of the same size.
-    oversized = _oversized_blocks(graph)
+    notes: list[str] = []
+    graph.graph[CAUSAL_NOTES] = notes
+    if causal and graph.graph.get(g.USES_LENGTH):
+        problems.append(
+            "length: rasp.length is the length of the whole input, which a causal model cannot "
+            "know at earlier positions; compile with causal=False, or use lib.make_length() "
+            "(whose causal value is the length of the prefix)"
+        )
+    # Sizes first: the other checks may build tables of the same size. Both size and numerical
+    # accuracy are judged on the graph as it will be lowered, after elementwise fusion.
+    fused = graph.copy()
+    fuse_elementwise(fused)
+    oversized = _oversized_blocks(fused)
+    inaccurate, fits = ({}, {}) if oversized else _inaccurate_numerical_maps(fused, bos)
+    graph.graph[NUMERICAL_FITS] = fits
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
         kind = node[g.KIND]
         if label in oversized:
             problems.append(oversized[label])
             continue
+        if label in inaccurate:
+            problems.append(inaccurate[label])
         if kind == "map":
             problems += _check_map(graph, node[g.EXPR])
         elif kind in ("sequence_map", "linear_sequence_map"):
             problems += _check_sequence_map(graph, node[g.EXPR], kind)
         elif kind == "aggregate":
-            problems += _check_selector(graph, node[g.EXPR], causal)
+            problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
             problems += _check_aggregate(graph, node[g.EXPR])
         elif kind == "selector_width":
-            problems += _check_selector(graph, node[g.EXPR], causal)
+            problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
     return problems
 
 
@@ -72,14 +137,53 @@ def _width(graph: nx.DiGraph, label: str) -> int:
     return max(1, len(graph.nodes[label][g.VALUE_SET]))
 
 
-def _oversized_blocks(graph: nx.DiGraph) -> dict[str, str]:
+def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[dict[str, str], dict]:
+    """Numerical -> numerical Maps whose best MLP misses `NUMERICAL_MAP_TOLERANCE` (with the
+    message), and every fit measured.
+
+    Each is built and run in float32 on its whole input value set (`craft.chamber.numerical_fit`).
+    """
+    found, fits = {}, {}
+    for label in g.sop_nodes(fused):
+        operation = numerical_map_operation(fused, label)
+        if operation is None or _nullable(fused, operation[1]) or _nullable(fused, label):
+            continue  # None problems are reported by the Map checks
+        try:
+            fit = fit_numerical_map(fused, label, 100.0, bos)
+        except (TypeError, ValueError):
+            continue  # non-numeric values: reported by other checks
+        if fit is None:
+            continue
+        fits[label] = fit
+        if fit.error <= NUMERICAL_MAP_TOLERANCE:
+            continue
+        inner = operation[1]
+        count = len(fused.nodes[inner][g.VALUE_SET])
+        if fit.construction == "unmeasured":
+            found[label] = (
+                f"{label}: numerical Map of {inner} is not affine on {inner}'s {count} values "
+                f"(smallest gap {fit.smallest_gap:.3g}), too many to build and check an MLP "
+                f"within {NUMERICAL_MAP_TOLERANCE:g} (about {measurable_values():,} at most). "
+                f"Round the input first (e.g. numerical(Map(lambda x: round(x, 2), {inner}))), "
+                "lower max_seq_len, or make the Map categorical"
+            )
+            continue
+        found[label] = (
+            f"{label}: numerical Map of {inner} is off by up to {fit.error:.2g} (relative) on "
+            f"{inner}'s {count} values, whose smallest gap is {fit.smallest_gap:.3g}; a compiled "
+            f"numerical Map must stay within {NUMERICAL_MAP_TOLERANCE:g}. Round the input first "
+            f"(e.g. numerical(Map(lambda x: round(x, 2), {inner}))), lower max_seq_len, or make "
+            "the Map categorical"
+        )
+    return found, fits
+
+
+def _oversized_blocks(fused: nx.DiGraph) -> dict[str, str]:
     """Nodes whose block would need an impractically large weight matrix, with the message.
 
     Sized on the graph as it will be lowered, i.e. after elementwise fusion (a Map fused into the
     SequenceMap below it builds one block over that SequenceMap's inputs, not two).
     """
-    fused = graph.copy()
-    fuse_elementwise(fused)
     found = {}
     for label in g.sop_nodes(fused):
         shapes = _block_shapes(fused, label)
@@ -147,7 +251,8 @@ def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
         problems.append(
             f"{expr.label}: numerical Map whose function returns None; return a number instead"
         )
-    elif _encoding(graph, expr.inner.label) == "numerical":
+    elif _encoding(graph, expr.inner.label) == "numerical" and not rasp.is_numerical(expr):
+        # (numerical -> numerical Maps are measured instead: _inaccurate_numerical_maps)
         problems += _check_resolvable(graph, expr.label, expr.f, expr.inner.label)
     return problems
 
@@ -180,7 +285,7 @@ def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list
 def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) -> list[str]:
     encodings = (_encoding(graph, expr.fst.label), _encoding(graph, expr.snd.label))
     problems = []
-    if expr.fst.label == expr.snd.label and encodings[0] == "numerical":
+    if expr.fst.label == expr.snd.label and encodings[0] == "numerical" and not rasp.is_numerical(expr):
         # f(x, x) of one numerical s-op is lowered as a discretising Map of it.
         f = expr.f
         problems += _check_resolvable(graph, expr.label, lambda x: f(x, x), expr.fst.label)
@@ -206,7 +311,9 @@ def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) ->
     return problems
 
 
-def _check_selector(graph: nx.DiGraph, expr: rasp.SOp, causal: bool) -> list[str]:
+def _check_selector(
+    graph: nx.DiGraph, expr: rasp.SOp, causal: bool, strict: bool, notes: list[str]
+) -> list[str]:
     selector = expr.selector
     try:
         leaves = selectors.conjunction(selector)
@@ -232,14 +339,28 @@ def _check_selector(graph: nx.DiGraph, expr: rasp.SOp, causal: bool) -> list[str
             later = selectors.reads_later_positions(graph, expr.label, leaves)
         except UnsupportedProgramError as error:
             return list(error.problems)
-        if later:
+        if later and strict:
             problems.append(
                 f"{expr.label}: in causal mode its selector may select keys after the query, so "
-                "the causal model would compute something else than the program; compile with "
-                "causal=False, or restrict the selector with "
-                "Select(indices, indices, LEQ) & ... so it reads only earlier positions"
+                "the causal model computes the causal evaluation, not the plain one "
+                "(causal_strict=True); compile with causal=False, drop causal_strict, or "
+                "restrict the selector with Select(indices, indices, LEQ) & ... so it reads "
+                "only earlier positions"
             )
+        elif later:
+            notes.append(f"{expr.selector.label} (read by {expr.label})")
     return problems
+
+
+# Largest |default| a numerical head writes through BOS: a query that selects something still
+# gives BOS weight <= max_seq_len * e^-50 (~2e-20), negligible next to float32 rounding below it.
+MAX_BOS_DEFAULT = 1e9
+
+
+def _bos_default_is_exact(default: Any) -> bool:
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        return False
+    return math.isfinite(default) and abs(default) <= MAX_BOS_DEFAULT
 
 
 def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
@@ -249,15 +370,10 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
         always = selectors.always_selects(graph, expr.label, selectors.conjunction(expr.selector))
     except UnsupportedProgramError:
         always = False  # the selector problem itself is reported by _check_selector
-    if rasp.is_categorical(expr):
-        # (A numerical s-op aggregated categorically was given a one-hot copy by
-        # compiler.discretise before tracing.)
-        if expr.default is not None and not always:
-            problems.append(
-                f"{expr.label}: categorical Aggregate with default={expr.default!r}; a compiled "
-                "head writes nothing (None) when it selects nothing, so the default must be None"
-            )
-    else:
+    # A categorical Aggregate needs no check here: a numerical s-op aggregated categorically was
+    # given a one-hot copy by compiler.discretise, and a non-None default is written by the head
+    # (BOS carries it, lower.needs_bos_default).
+    if rasp.is_numerical(expr):
         values = graph.nodes[sop][g.VALUE_SET]
         if _encoding(graph, sop) == "categorical" and not all(
             isinstance(v, (bool, int, float)) for v in values
@@ -271,9 +387,18 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
                 f"{expr.label}: numerical Aggregate of {sop}, which can be None; RASP cannot "
                 "average None. Make the aggregated s-op never None"
             )
-        if expr.default != 0 and not always:
+        # A non-zero default is written by the head (BOS carries it), exactly when it is a
+        # number small enough that BOS's leftover weight e^-50 on it stays below float32.
+        if expr.default is None and not always:
+            problems.append(
+                f"{expr.label}: numerical Aggregate with default=None; it is None where the "
+                "selector selects nothing, which a numerical direction cannot hold. Use a "
+                "number as the default (e.g. default=0)"
+            )
+        elif expr.default != 0 and not always and not _bos_default_is_exact(expr.default):
             problems.append(
                 f"{expr.label}: numerical Aggregate with default={expr.default!r}; a compiled "
-                "head averages to 0 when it selects nothing, so use default=0"
+                f"head writes the default through BOS only for a finite number of magnitude at "
+                f"most {MAX_BOS_DEFAULT:g}, so use such a number (or default=0)"
             )
     return problems

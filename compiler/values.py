@@ -5,8 +5,10 @@ need the set to lay out their one-hot subspace; numerical s-ops need it so MLPs 
 be exact on every reachable input (a numerical Aggregate can produce any mean of a bag of its
 input values, e.g. 2/3 after `frac_prevs`, and the MLPs downstream must know it).
 
-The result is stored on the graph: `VALUE_SET` (a frozenset without `None`) and `NULLABLE`
-(whether the s-op can be `None` at a real position).
+The result is stored on the graph: `VALUE_SET` (a frozenset without `None`), `NULLABLE`
+(whether the s-op can be `None` at a real position) and `BY_POSITION` (per-position value sets
+where the s-op's values are tied to positions, `compiler.positional`, else None; `VALUE_SET` is
+then their union, a tighter sound set).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from compiler import graph as g
 from compiler import selectors
+from compiler.positional import infer_positional
 from compiler.errors import UnsupportedProgramError, ValueInferenceError
 from rasp import rasp
 
@@ -37,7 +40,14 @@ def infer_values(graph: nx.DiGraph, vocab: Iterable[Any], max_seq_len: int) -> N
     vocab_set = frozenset(vocab)
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
-        value_set, nullable = _infer_node(graph, node, vocab_set, max_seq_len)
+        positional = infer_positional(graph, node, vocab_set, max_seq_len, _call)
+        if positional is not None:
+            by_position, nullable = positional
+            value_set = _checked(node[g.EXPR], set().union(*by_position), rasp.is_numerical(node[g.EXPR]))
+            node[g.BY_POSITION] = by_position
+        else:
+            value_set, nullable = _infer_node(graph, node, vocab_set, max_seq_len)
+            node[g.BY_POSITION] = None
         if len(value_set) > MAX_VALUE_SET_SIZE:
             raise ValueInferenceError(
                 f"{label}: its value set has {len(value_set)} values, more than the limit of "

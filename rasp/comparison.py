@@ -75,3 +75,13 @@ class PredicateOr:
 
     def __call__(self, key: Any, query: Any) -> bool:
         return bool(self.fst(key, query)) or bool(self.snd(key, query))
+
+
+@dataclasses.dataclass(frozen=True)
+class PredicateNot:
+    """``not inner(key, query)``: the predicate of a negated Select."""
+
+    inner: Predicate
+
+    def __call__(self, key: Any, query: Any) -> bool:
+        return not bool(self.inner(key, query))

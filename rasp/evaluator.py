@@ -81,6 +81,10 @@ def _indices(ev: _Evaluation, expr: rasp.IndicesType) -> SOpValue:
     return list(range(len(ev.xs)))
 
 
+def _length(ev: _Evaluation, expr: rasp.LengthType) -> SOpValue:
+    return [len(ev.xs)] * len(ev.xs)
+
+
 def _full(ev: _Evaluation, expr: rasp.Full) -> SOpValue:
     return [expr.fill] * len(ev.xs)
 
@@ -237,6 +241,7 @@ def _check_same_length(expr: rasp.RASPExpr, fst: int, snd: int) -> None:
 _RULES: dict[type, Callable[[_Evaluation, Any], Any]] = {
     rasp.TokensType: _tokens,
     rasp.IndicesType: _indices,
+    rasp.LengthType: _length,
     rasp.Full: _full,
     rasp.ConstantSOp: _constant_sop,
     rasp.Map: _map,

@@ -12,16 +12,34 @@ import abc
 import copy
 import enum
 import operator
-from types import MappingProxyType
-from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar, Union
 
 from rasp import functions
-from rasp.comparison import Comparison, Predicate, PredicateAnd, PredicateOr
+from rasp.comparison import Comparison, Predicate, PredicateAnd, PredicateNot, PredicateOr
 from rasp.errors import RaspEvaluationError
 from rasp.labels import next_label_number, next_unique_id, reset_label_counter
 
 __all__ = [
     "Aggregate",
+    "Annotator",
+    "DEFAULT_ANNOTATORS",
+    "DefaultRASPEvaluator",
+    "LengthType",
+    "NumericValue",
+    "Predicate",
+    "RASPEvaluator",
+    "RASPExprT",
+    "SOpT",
+    "SOpValue",
+    "SelectorValue",
+    "Value",
+    "default_encoding",
+    "default_name",
+    "length",
+    "selector_and",
+    "selector_not",
+    "selector_or",
+    "sop_not",
     "Comparison",
     "ConstantSOp",
     "ConstantSelector",
@@ -54,7 +72,67 @@ __all__ = [
 ]
 
 ExprT = TypeVar("ExprT", bound="RASPExpr")
+RASPExprT = ExprT  # Tracr's name for the same type variable
 SOpT = TypeVar("SOpT", bound="SOp")
+
+# Value types, as Tracr names them (for annotations in user programs).
+Value = Any  # one element of an s-op's value: any hashable Python value, or None
+NumericValue = Union[int, float]  # an element of a numerical s-op
+SOpValue = list  # an s-op evaluated on one input: one Value per position
+SelectorValue = list  # a selector evaluated on one input: rows [query][key] of bools
+
+
+class Annotator(Protocol):
+    """A function giving the default of one annotation key for an expression."""
+
+    def __call__(self, expr: "RASPExpr") -> Any: ...
+
+
+# Defaults for annotation keys an expression was not given, looked up when the key is read
+# (``expr.annotations[key]``). Users may register their own keys here, as in Tracr.
+DEFAULT_ANNOTATORS: dict[str, Annotator] = {}
+
+
+class _Annotations(Mapping[str, Any]):
+    """Read-only annotations of one expression; keys it lacks come from `DEFAULT_ANNOTATORS`."""
+
+    __slots__ = ("_expr", "_given")
+
+    def __init__(self, expr: "RASPExpr", given: Mapping[str, Any]) -> None:
+        self._expr = expr
+        self._given = dict(given)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._given:
+            return self._given[key]
+        annotator = DEFAULT_ANNOTATORS.get(key)
+        if annotator is None:
+            raise KeyError(key)
+        return annotator(self._expr)
+
+    def _defaults(self) -> dict[str, Any]:
+        """The default annotations that apply to this expression (an annotator may refuse it,
+        as `default_encoding` refuses selectors)."""
+        found = {}
+        for key, annotator in list(DEFAULT_ANNOTATORS.items()):
+            if key not in self._given:
+                try:
+                    found[key] = annotator(self._expr)
+                except (TypeError, ValueError):
+                    continue
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._given or key in self._defaults()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._given, **self._defaults()})
+
+    def __len__(self) -> int:
+        return len({**self._given, **self._defaults()})
+
+    def __repr__(self) -> str:
+        return repr({**self._given, **self._defaults()})
 
 
 class Encoding(enum.Enum):
@@ -77,7 +155,7 @@ class RASPExpr(abc.ABC):
     def __init__(self) -> None:
         self._set("_unique_id", next_unique_id())
         label = f"{self.default_label_stem}_{next_label_number()}"
-        self._set("_annotations", MappingProxyType(self._default_annotations(label)))
+        self._set("_annotations", _Annotations(self, self._default_annotations(label)))
 
     def _default_annotations(self, label: str) -> dict[str, Any]:
         """Annotations every fresh expression of this kind starts with."""
@@ -154,7 +232,7 @@ def annotate(expr: ExprT, **annotations: Any) -> ExprT:
         updates["encoding"] = Encoding(updates["encoding"])
     duplicate = copy.copy(expr)
     duplicate._set("_unique_id", next_unique_id())
-    duplicate._set("_annotations", MappingProxyType({**expr.annotations, **updates}))
+    duplicate._set("_annotations", _Annotations(duplicate, {**expr.annotations, **updates}))
     return duplicate
 
 
@@ -184,9 +262,6 @@ class SOp(RASPExpr):
     Python operators build new s-ops: with a constant they give a ``Map``, with another s-op a
     ``SequenceMap``. ``==`` and the other comparisons therefore return s-ops, not booleans.
     """
-
-    def _default_annotations(self, label: str) -> dict[str, Any]:
-        return {"name": label, "encoding": Encoding.CATEGORICAL}
 
     __hash__ = RASPExpr.__hash__
 
@@ -267,7 +342,7 @@ class TokensType(SOp):
     """The input sequence itself (the singleton ``tokens``)."""
 
     def _default_annotations(self, label: str) -> dict[str, Any]:
-        return {"name": "tokens", "encoding": Encoding.CATEGORICAL}
+        return {"name": "tokens"}
 
     @property
     def children(self) -> tuple[RASPExpr, ...]:
@@ -278,7 +353,22 @@ class IndicesType(SOp):
     """The positions ``0 .. len(xs)-1`` (the singleton ``indices``)."""
 
     def _default_annotations(self, label: str) -> dict[str, Any]:
-        return {"name": "indices", "encoding": Encoding.CATEGORICAL}
+        return {"name": "indices"}
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return ()
+
+
+class LengthType(SOp):
+    """The input's length at every position (the singleton ``length``).
+
+    The compiler builds it as the width of an all-true selector; a causal model cannot see the
+    whole input at earlier positions, so it is compiled non-causally only.
+    """
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        return {"name": "length"}
 
     @property
     def children(self) -> tuple[RASPExpr, ...]:
@@ -526,6 +616,34 @@ class SelectorNot(Selector):
         return (self.inner,)
 
 
+def selector_and(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
+    """Selected where both select; with ``simplify`` two Selects over the same s-ops fuse."""
+    _require_selector("selector_and", "fst", fst)
+    _require_selector("selector_and", "snd", snd)
+    return fst & snd if simplify else SelectorAnd(fst, snd)
+
+
+def selector_or(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
+    """Selected where either selects; with ``simplify`` two Selects over the same s-ops fuse."""
+    _require_selector("selector_or", "fst", fst)
+    _require_selector("selector_or", "snd", snd)
+    return fst | snd if simplify else SelectorOr(fst, snd)
+
+
+def selector_not(sel: Selector, simplify: bool = True) -> Selector:
+    """Selected where ``sel`` does not select; with ``simplify`` a Select negates its predicate."""
+    _require_selector("selector_not", "sel", sel)
+    if simplify and isinstance(sel, Select):
+        return Select(sel.keys, sel.queries, PredicateNot(sel.predicate))
+    return SelectorNot(sel)
+
+
+def sop_not(sop: SOp) -> SOp:
+    """The logical negation of every element: ``Map(not x)``."""
+    _require_sop("sop_not", "sop", sop)
+    return Map(functions.logical_not, sop)
+
+
 # ---------------------------------------------------------------------------------------------
 # Encodings
 
@@ -557,11 +675,50 @@ def is_categorical(sop: SOp) -> bool:
     return get_encoding(sop) is Encoding.CATEGORICAL
 
 
+def default_name(expr: RASPExpr) -> str:
+    """The name stem an expression of this type gets when not named (``"map"``, ``"tokens"``)."""
+    if not isinstance(expr, RASPExpr):
+        raise TypeError(f"default_name expects a RASP expression, got {type(expr).__name__}")
+    for cls, name in ((TokensType, "tokens"), (IndicesType, "indices"), (LengthType, "length")):
+        if isinstance(expr, cls):
+            return name
+    return type(expr).default_label_stem
+
+
+def default_encoding(expr: RASPExpr) -> Encoding:
+    """The encoding an s-op has unless annotated: categorical. Selectors have none."""
+    if not isinstance(expr, SOp):
+        raise TypeError(f"{expr!r} is not an s-op; only s-ops have an encoding")
+    return Encoding.CATEGORICAL
+
+
+DEFAULT_ANNOTATORS["encoding"] = default_encoding
+
+
 # ---------------------------------------------------------------------------------------------
 # Primitives and evaluation
 
 tokens = TokensType()
 indices = IndicesType()
+length = LengthType()
+
+
+class RASPEvaluator(abc.ABC):
+    """Something that evaluates a RASP expression on an input sequence."""
+
+    @abc.abstractmethod
+    def evaluate(self, expr: RASPExpr, xs: Sequence[Value]) -> Any:
+        """The value of ``expr`` on ``xs`` (a list for an s-op, rows of bools for a selector)."""
+
+
+class DefaultRASPEvaluator(RASPEvaluator):
+    """The reference semantics (:mod:`rasp.evaluator`); ``causal`` masks every selector."""
+
+    def __init__(self, causal: bool = False) -> None:
+        self.causal = causal
+
+    def evaluate(self, expr: RASPExpr, xs: Sequence[Value], causal: bool | None = None) -> Any:
+        return evaluate(expr, xs, causal=self.causal if causal is None else causal)
 
 
 def evaluate(expr: RASPExpr, xs: Sequence[Any], causal: bool = False) -> list[Any]:

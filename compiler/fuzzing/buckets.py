@@ -6,16 +6,17 @@ import re
 
 # (pattern searched in the message without its leading label, bucket name). First match wins.
 REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"in causal mode its selector may select keys after the query", "causal: selector may read later positions"),
+    (r"in causal mode its selector may select keys after the query", "causal (strict): selector may read later positions"),
     (r"SequenceMap reads the numerical", "SequenceMap of a numerical input"),
     (r"selector's (keys|queries) s-op .* is numerical", "selector over a numerical s-op"),
     (r"negates a comparison .* which can be None", "negated selector over a None-able s-op"),
     (r"no exact single-head construction", "or of selectors over different s-ops"),
-    (r"categorical Aggregate with default=", "categorical Aggregate with a non-None default"),
     (r"categorical Aggregate of the numerical", "categorical Aggregate of a numerical s-op"),
     (r"numerical Aggregate of .* not all numbers", "numerical Aggregate of non-numbers"),
     (r"numerical Aggregate of .* can be None", "numerical Aggregate of a None-able s-op"),
-    (r"numerical Aggregate with default=", "numerical Aggregate with default != 0"),
+    (r"numerical Aggregate with default=None", "numerical Aggregate with default None"),
+    (r"numerical Aggregate with default=", "numerical Aggregate with a huge default"),
+    (r"its block needs a .* weight matrix", "block weight matrix too large"),
     (r"numerical Map of .* can be None", "numerical Map of a None-able s-op"),
     (r"numerical Map whose function returns None", "numerical Map returning None"),
     (r"numerical SequenceMap of an input that can be None", "numerical SequenceMap of a None-able s-op"),
@@ -27,9 +28,12 @@ REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"its (function|predicate) raised", "user function raised on a reachable value"),
     (r"is numerical but takes the non-numeric value", "numerical s-op with non-numeric values"),
     (r"a numerical Aggregate needs numeric values", "numerical Aggregate of non-numbers"),
-    (r"share the label", "duplicate labels"),
+    (r"share the label", "duplicate labels (expression type the relabelling cannot rebuild)"),
     (r"never reads `tokens`", "program ignores tokens"),
+    (r"rasp.length is the length of the whole input", "causal: rasp.length"),
     (r"are only .* apart \(one number up to float rounding", "Map of a numerical s-op: values too close (float rounding)"),
+    (r"numerical Map of .* is off by up to", "numerical Map: measured error above 1e-4"),
+    (r"numerical Map of .* is not affine on .* too many to build and check", "numerical Map: too many values to check"),
 )
 
 

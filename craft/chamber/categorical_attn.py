@@ -180,3 +180,38 @@ def numerical_value_map(
                 "a numerical aggregate needs numbers"
             )
     return LinearMap(value_space, output_space, weights)
+
+
+def bos_default_heads(
+    head: AttentionHead,
+    default_row: np.ndarray,
+    bos_space: VectorSpaceWithBasis,
+    one_space: VectorSpaceWithBasis,
+    coldness: float = 100.0,
+) -> tuple[AttentionHead, AttentionHead]:
+    """`head` whose BOS key carries the default, and a head cancelling it at the BOS query.
+
+    A query that selects nothing attends to BOS, so giving the BOS key the value `default_row`
+    (a row over `head`'s output space: the default number, or the default's one-hot) makes the
+    head write the Aggregate's default exactly there; a query that selects something weighs BOS
+    by at most e^-(coldness/2). The BOS query itself also attends to BOS, so the second head,
+    which attends to BOS only from the BOS query (query `tokens:BOS` x key `tokens:BOS` scores
+    2 coldness, `one` x key `tokens:BOS` -coldness; every other query attends to the non-BOS keys,
+    whose values it ignores), writes -`default_row` there: the residual keeps 0 at BOS.
+    """
+    bos = bos_space.basis[0]
+    out_space = head.w_ov.output_space
+    value_space = join_vector_spaces(head.w_ov.input_space, bos_space)
+    matrix = head.w_ov.on_spaces(value_space, out_space).matrix.copy()
+    matrix[value_space.index(bos)] += default_row
+    with_default = AttentionHead(head.w_qk, LinearMap(value_space, out_space, matrix), causal=head.causal)
+    query = join_vector_spaces(bos_space, one_space)
+    scores = np.zeros((2, 1))
+    scores[query.index(bos), 0] = 2.0 * coldness
+    scores[query.index(one_space.basis[0]), 0] = -coldness
+    cancel = AttentionHead(
+        BilinearMap(query, bos_space, scores),
+        LinearMap(bos_space, out_space, -np.asarray(default_row, dtype=np.float64)[None, :]),
+        causal=head.causal,
+    )
+    return with_default, cancel

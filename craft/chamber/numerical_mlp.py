@@ -64,7 +64,7 @@ MAX_PRE_ACTIVATION = 256.0
 MIN_SHARPNESS = 4.0
 
 
-def _sorted_inputs(input_value_set: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
+def sorted_inputs(input_value_set: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
     """Distinct finite numeric input values sorted, as floats and as the original objects
     (which are what `f` is called on). None entries are ignored."""
     values: dict[float, Any] = {}
@@ -84,7 +84,7 @@ def _sorted_inputs(input_value_set: Iterable[Any]) -> tuple[np.ndarray, list[Any
     return np.array(xs), [values[x] for x in xs]
 
 
-def _check_single(space: VectorSpaceWithBasis, what: str) -> None:
+def check_single(space: VectorSpaceWithBasis, what: str) -> None:
     if space.num_dims != 1:
         raise ValueError(f"{what} must have exactly one direction, got {space.num_dims}")
 
@@ -125,7 +125,7 @@ def _first_unresolvable(xs: np.ndarray, changes: np.ndarray) -> tuple[float, flo
     return float(xs[i]), float(xs[i + 1])
 
 
-def _targets(f: Callable[[Any], Any], originals: list[Any], output_values: list[Hashable] | None) -> np.ndarray:
+def target_rows(f: Callable[[Any], Any], originals: list[Any], output_values: list[Hashable] | None) -> np.ndarray:
     """Per-input target rows: f(x) (numerical output) or its one-hot over `output_values`."""
     if output_values is None:
         targets = np.zeros((len(originals), 1))
@@ -155,9 +155,9 @@ def unresolvable_inputs(
     compiler's validation calls this so such Maps are refused with a message instead of failing
     while the MLP is built.
     """
-    xs, originals = _sorted_inputs(input_value_set)
+    xs, originals = sorted_inputs(input_value_set)
     values = None if output_values is None else list(output_values)
-    changes, _ = _ramps(_targets(f, originals, values))
+    changes, _ = _ramps(target_rows(f, originals, values))
     return _first_unresolvable(xs, changes)
 
 
@@ -172,9 +172,9 @@ def _discretising_mlp(
     hidden_name: str,
 ) -> MLP:
     """The ramp construction for sorted inputs `xs` and per-value target rows `targets` (m, d_out)."""
-    _check_single(input_space, "input_space")
-    _check_single(one_space, "one_space")
-    _check_single(bos_space, "bos_space")
+    check_single(input_space, "input_space")
+    check_single(one_space, "one_space")
+    check_single(bos_space, "bos_space")
     if not exactness >= MIN_SHARPNESS:
         raise ValueError(f"exactness must be >= {MIN_SHARPNESS:g}, got {exactness}")
     changes, deltas = _ramps(targets)
@@ -244,9 +244,9 @@ def map_numerical_mlp(
     hidden_name: str | None = None,
 ) -> MLP:
     """Numerical -> numerical Map; exact on the value set (see module docstring for the window)."""
-    _check_single(output_space, "output_space")
-    xs, originals = _sorted_inputs(input_value_set)
-    targets = _targets(f, originals, None)
+    check_single(output_space, "output_space")
+    xs, originals = sorted_inputs(input_value_set)
+    targets = target_rows(f, originals, None)
     return _discretising_mlp(
         xs, targets, input_space, output_space, one_space, bos_space, exactness,
         _default_hidden(output_space, hidden_name),
@@ -264,11 +264,11 @@ def map_numerical_to_categorical_mlp(
     hidden_name: str | None = None,
 ) -> MLP:
     """Numerical -> categorical Map: writes the one-hot of f(x_j); None / unknown values write nothing."""
-    xs, originals = _sorted_inputs(input_value_set)
+    xs, originals = sorted_inputs(input_value_set)
     name = output_space.basis[0].name if output_space.num_dims else ""
     # Only values with a direction in the output space get a one-hot; others write nothing.
     values = [d.value for d in output_space.basis if d.name == name]
-    targets = _targets(f, originals, values)
+    targets = target_rows(f, originals, values)
     return _discretising_mlp(
         xs, targets, input_space, output_space, one_space, bos_space, exactness,
         _default_hidden(output_space, hidden_name),
@@ -285,9 +285,9 @@ def linear_sequence_map_numerical_mlp(
 ) -> MLP:
     """out = fst_fac * x + snd_fac * y with four ReLUs (x = relu(x) - relu(-x)); no bias, so zero
     in gives zero out (BOS-safe). The two inputs may be the same direction."""
-    _check_single(input1_space, "input1_space")
-    _check_single(input2_space, "input2_space")
-    _check_single(output_space, "output_space")
+    check_single(input1_space, "input1_space")
+    check_single(input2_space, "input2_space")
+    check_single(output_space, "output_space")
     in_space = join_vector_spaces(input1_space, input2_space)
     hidden = VectorSpaceWithBasis(
         tuple(BasisDirection(hidden_name, tag) for tag in ("x+", "x-", "y+", "y-"))

@@ -92,7 +92,7 @@ def test_usage_errors_exit_2(args, fragment, prog, capsys, tmp_path, monkeypatch
         (["{prog}:unsupported", "--vocab", "1,2,3", "--max-seq-len", "3"], "cannot be compiled exactly"),
         (["{prog}:broken", "--vocab", "1,2", "--max-seq-len", "3"], "the builder is broken"),
         (["--example", "hist", "--input", "BOS a z"], "token 'z'"),
-        (["--example", "hist", "--causal"], "causal"),
+        (["--example", "hist", "--causal", "--causal-strict"], "causal"),
         (["--example", "hist", "--bos", "a"], "also a vocabulary token"),
         (["--load", "{tmp}/garbage.safetensors"], "not a tracr-compile model file"),
     ],

@@ -1,15 +1,18 @@
 """Every library program, compiled, equals the RASP evaluator on random inputs.
 
 Two settings per program, one with max_seq_len >= 32; 200 random inputs of random lengths each;
-numerical outputs within 1e-3. Causal compilation is checked for every program that reads only
-earlier positions; the others must be refused with the causal reason.
+numerical outputs within 1e-3. Every program also compiles with causal=True and equals the causal
+evaluator at both settings; a `CausalSemanticsWarning` is raised exactly for the programs whose
+causal and plain results differ on some input, and causal_strict=True refuses those.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
-from compiler import UnsupportedProgramError, compile_rasp
+from compiler import CausalSemanticsWarning, UnsupportedProgramError, compile_rasp
 from compiler.examples import EXAMPLES
 from compiler_test_helpers import outputs_match, random_inputs
 from rasp import rasp
@@ -22,7 +25,11 @@ READS_LATER = "may select keys after the query"
 def _check(example, size: int, max_seq_len: int, causal: bool) -> None:
     vocab = example.scaled_vocab(size)
     program = example.build(max_seq_len)
-    model = compile_rasp(program, vocab, max_seq_len, causal=causal)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = compile_rasp(program, vocab, max_seq_len, causal=causal)
+    causal_warnings = [w for w in caught if issubclass(w.category, CausalSemanticsWarning)]
+    assert len(causal_warnings) == (1 if causal and not example.causal else 0)
     inputs = random_inputs(vocab, max_seq_len, INPUTS, seed=size * 1000 + max_seq_len)
     decoded = model.apply_batch([["BOS"] + x for x in inputs])
     compared = 0
@@ -43,12 +50,30 @@ def test_library_program_matches_rasp(example, size, max_seq_len):
     _check(example, size, max_seq_len, causal=False)
 
 
+@pytest.mark.parametrize("size,max_seq_len", SETTINGS)
 @pytest.mark.parametrize("example", EXAMPLES.values(), ids=lambda e: e.name)
-def test_library_program_causal(example):
-    size, max_seq_len = SETTINGS[1]
-    if example.causal:
-        _check(example, size, max_seq_len, causal=True)
-    else:  # reads later positions: the written reason is the refusal itself
-        vocab = example.scaled_vocab(size)
+def test_library_program_causal(example, size, max_seq_len):
+    _check(example, size, max_seq_len, causal=True)
+
+
+@pytest.mark.parametrize("example", EXAMPLES.values(), ids=lambda e: e.name)
+def test_causal_warning_fires_exactly_when_causal_results_differ(example):
+    size, max_seq_len = SETTINGS[0]
+    vocab = example.scaled_vocab(size)
+    program = example.build(max_seq_len)
+    differs = False
+    for tokens in random_inputs(vocab, max_seq_len, INPUTS, seed=7):
+        try:
+            plain = rasp.evaluate(program, tokens)
+            causal = rasp.evaluate(program, tokens, causal=True)
+        except rasp.RaspEvaluationError:
+            continue
+        differs = differs or not outputs_match(causal, plain, tolerance=0.0)
+    assert differs == (not example.causal), example.name
+    if differs:
         with pytest.raises(UnsupportedProgramError, match=READS_LATER):
-            compile_rasp(example.build(max_seq_len), vocab, max_seq_len, causal=True)
+            compile_rasp(program, vocab, max_seq_len, causal=True, causal_strict=True)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CausalSemanticsWarning)
+            compile_rasp(program, vocab, max_seq_len, causal=True, causal_strict=True)
