@@ -7,11 +7,13 @@ activation): nothing is padded to the widest layer.
 
 Compiled weights are sparse: a head reads a few residual directions, a lookup-table MLP is close
 to a permutation. Every weight is therefore a `SparseLinear`: it gathers the input coordinates it
-reads, multiplies by a matrix that is stored dense when at least half its entries are non-zero
-and as its non-zero values otherwise, and scatters into the output coordinates it writes. A
-sparse matrix is applied by a gather over its non-zeros when they are few, else rebuilt inside
-the forward pass for one dense matmul over the block's own coordinates. The parameter count then
-tracks the non-zero count; exporters densify (`SparseLinear.dense`).
+reads, multiplies by a matrix that is stored dense when at least a third of its entries are
+non-zero and as its non-zero values otherwise, and scatters into the output coordinates it
+writes. A sparse matrix is applied by a gather over its non-zeros when they are few (at most
+`GATHER_FACTOR` times its rows plus columns, so the gathered products are a few activations
+wide), else rebuilt inside the forward pass for one dense matmul over the block's own
+coordinates; no `batch x length x non-zeros` product of a dense-ish matrix is ever formed. The
+parameter count then tracks the non-zero count; exporters densify (`SparseLinear.dense`).
 
 Matrix products run at float32 precision (`Precision.HIGHEST`): reduced-precision defaults on
 accelerators (TF32, bf16 passes) would break the exactness of compiled programs.
@@ -20,6 +22,7 @@ accelerators (TF32, bf16 passes) would break the exactness of compiled programs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -36,8 +39,9 @@ PRECISION = jax.lax.Precision.HIGHEST
 # produce NaN; far below any compiled logit.
 MASKED_LOGIT = -1e30
 
-# A matrix is stored dense when at least this fraction of its entries is non-zero.
-DENSE_FRACTION = 0.5
+# A matrix is stored dense when at least this fraction of its entries is non-zero. A sparse
+# entry costs three numbers (its value, row and column), so sparse storage only pays below 1/3.
+DENSE_FRACTION = 1 / 3
 
 # A sparse matrix with at most this many non-zeros per row-plus-column is applied by gathering
 # its non-zeros; denser ones are rebuilt and multiplied densely.
@@ -75,9 +79,28 @@ class SparseLinear:
         count = len(nonzero[0])
         if count >= DENSE_FRACTION * matrix.size:
             return SparseLinear(matrix.shape, in_idx, out_idx), matrix
-        rows, cols = (tuple(int(i) for i in axis) for axis in nonzero)
+        rows, cols = (tuple(axis.tolist()) for axis in nonzero)
         spec = SparseLinear(matrix.shape, in_idx, out_idx, rows, cols)
         return spec, matrix[nonzero]
+
+    # numpy copies of the index tuples, built once per spec: turning a tuple of millions of
+    # Python ints into a device constant on every trace dominated the first forward call.
+    @functools.cached_property
+    def _in_array(self) -> np.ndarray | None:
+        return None if self.in_idx is None else np.asarray(self.in_idx, dtype=np.int32)
+
+    @functools.cached_property
+    def _out_array(self) -> np.ndarray | None:
+        return None if self.out_idx is None else np.asarray(self.out_idx, dtype=np.int32)
+
+    @functools.cached_property
+    def _pattern(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.rows, dtype=np.int32), np.asarray(self.cols, dtype=np.int32)
+
+    @property
+    def gathers(self) -> bool:
+        """Whether the forward pass applies it by gather/scatter (few non-zeros) or a matmul."""
+        return self.is_sparse and len(self.rows) <= GATHER_FACTOR * sum(self.shape)
 
     def dense(self, param: np.ndarray) -> np.ndarray:
         """The matrix `M` as a dense numpy array."""
@@ -97,27 +120,27 @@ class SparseLinear:
         return matrix
 
     def __call__(self, param: jax.Array, x: jax.Array, out_width: int | None = None) -> jax.Array:
-        if self.in_idx is not None:
-            x = jnp.take(x, jnp.asarray(self.in_idx, dtype=jnp.int32), axis=-1)
+        """Apply to `x[..., in]`. Memory is independent of the non-zero count times batch x length:
+        a gathered matrix has at most `GATHER_FACTOR * (rows + cols)` non-zeros, so its
+        `[..., nnz]` products are a few activations wide; any other matrix is rebuilt once per
+        call (its own size, independent of batch and length) for one matmul."""
+        if self._in_array is not None:
+            x = jnp.take(x, self._in_array, axis=-1)
         if not self.is_sparse:
             y = jnp.einsum("...i,io->...o", x, param, precision=PRECISION)
         else:
-            rows = jnp.asarray(self.rows, dtype=jnp.int32)
-            cols = jnp.asarray(self.cols, dtype=jnp.int32)
-            if len(self.rows) <= GATHER_FACTOR * sum(self.shape):
+            rows, cols = self._pattern
+            if self.gathers:
                 # Few non-zeros (permutation-like lookups): gather, scale, scatter-add.
                 contributions = jnp.take(x, rows, axis=-1) * param
                 y = jnp.zeros(x.shape[:-1] + (self.shape[1],), x.dtype).at[..., cols].add(contributions)
             else:
-                # Many non-zeros: densify once per call (independent of batch and length) and
-                # do one matmul, instead of materialising batch x length x nnz products.
                 matrix = jnp.zeros(self.shape, param.dtype).at[rows, cols].set(param)
                 y = jnp.einsum("...i,io->...o", x, matrix, precision=PRECISION)
-        if self.out_idx is None:
+        if self._out_array is None:
             return y
         assert out_width is not None, "a scattered output needs its width"
-        out_idx = jnp.asarray(self.out_idx, dtype=jnp.int32)
-        return jnp.zeros(y.shape[:-1] + (out_width,), y.dtype).at[..., out_idx].add(y)
+        return jnp.zeros(y.shape[:-1] + (out_width,), y.dtype).at[..., self._out_array].add(y)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +215,9 @@ def _param(name: str, value: np.ndarray) -> jax.Array:
 class _ParamGroup(hk.Module):
     """The parameters of one part of the model (`embed`, `layer_3`, `unembed`)."""
 
+    # Haiku would otherwise pretty-print the constructor arguments (every weight) on each trace.
+    AUTO_REPR = False
+
     def __init__(self, values: dict[str, np.ndarray], name: str):
         super().__init__(name=name)
         self.values = values
@@ -202,6 +228,11 @@ class _ParamGroup(hk.Module):
 
 class CompiledTransformer(hk.Module):
     """The Haiku module; `weights` (numpy, keyed like the params) seed the parameters."""
+
+    # Haiku's automatic repr pretty-prints the constructor arguments (the config with its
+    # sparsity patterns, and every weight) whenever the module is built, i.e. on every trace:
+    # at sort 50/50 that took 40 s and 2.3 GB before the first forward call.
+    AUTO_REPR = False
 
     def __init__(self, config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]):
         super().__init__(name=MODULE_NAME)
