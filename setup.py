@@ -27,6 +27,9 @@ setup(
         "matplotlib>=3.9,<4",
         "safetensors>=0.6,<1",
         "tqdm>=4.66,<5",
+        # compiler.allocate.milp_schedule: the exact layer allocator (HiGHS MILP). JAX already
+        # depends on scipy; listed because the compiler imports it directly.
+        "scipy>=1.11,<2",
     ],
     extras_require={
         "dev": ["pytest>=8,<10"],
