@@ -22,6 +22,7 @@ from compiler.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.lower import ONE, LoweringOptions, fuse_elementwise, lower, output_space
 from compiler.model import build
+from compiler.optimize import optimize_graph, selected_passes
 from compiler.validate import check_graph
 from compiler.values import infer_values
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
@@ -124,14 +125,19 @@ def compile_rasp(
     compiler_pad: Hashable = "PAD",
     mlp_exactness: float = 100,
     allocator: Allocator = longest_path,
+    optimize: bool | Iterable[str] = True,
 ) -> CompiledModel:
     """Compile `program` into a transformer exact on every input of up to `max_seq_len` tokens.
+
+    `optimize` picks the optimisation passes (`compiler.optimize`): True (default) runs all of
+    them, False none (one block per s-op, Tracr's layout), or a collection of pass names.
 
     Raises `UnsupportedProgramError` listing every reason when the program cannot be compiled
     exactly (see `compiler.validate`), `ValueInferenceError` when a value set cannot be computed,
     and `InvalidInputError` for bad arguments.
     """
     tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
+    passes = selected_passes(optimize)
     if not isinstance(mlp_exactness, (int, float)) or not mlp_exactness >= MIN_SHARPNESS:
         raise InvalidInputError(
             f"mlp_exactness must be a number >= {MIN_SHARPNESS:g} (the sharpness of numerical "
@@ -146,6 +152,7 @@ def compile_rasp(
     bos = BasisDirection("tokens", compiler_bos)
     pad = BasisDirection("tokens", compiler_pad)
     fuse_elementwise(graph)
+    graph = optimize_graph(graph, passes)
     options = LoweringOptions(
         max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness)
     )
