@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler.compiled_model import ApplyResult, CompiledModel
 from compiler.model import AttentionSpec, MLPSpec
+from compiler.optimize import applied
 from compiler.weights import parameter_counts
 
 # Entries whose change between two residual snapshots exceeds this count as changed.
@@ -47,6 +48,9 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
         "max_seq_len": config.max_seq_len,
         "causal": config.causal,
         "output": "numerical" if config.numerical_output else "categorical",
+        # What the optimisation passes did (folded Maps keep their names here); unknown (empty)
+        # for a model loaded from a file, which has no graph.
+        "optimizations": list(applied(model.graph)) if model.graph is not None else [],
     }
 
 
@@ -68,6 +72,7 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"output: {summary['output']}",
         f"residual labels: {', '.join(summary['labels'])}",
     ]
+    lines += [f"optimised: {line}" for line in summary.get("optimizations", ())]
     return "\n".join(lines)
 
 

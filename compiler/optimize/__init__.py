@@ -12,7 +12,10 @@ Passes:
 - `fold_maps`: a Map over a categorical s-op that only attention heads read is folded into their
   `W_QK` (as keys or queries) and `W_OV` (as values), see `compiler.optimize.fold_maps`;
 - `fuse_inputs`: a categorical Map read only by one SequenceMap becomes part of that
-  SequenceMap's lookup MLP, see `compiler.optimize.fuse_inputs`.
+  SequenceMap's lookup MLP, see `compiler.optimize.fuse_inputs`;
+- `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
+  take (e.g. off the diagonal of a SequenceMap that now reads one s-op twice) are dropped, see
+  `compiler.optimize.prune_values`.
 
 Every applied change is listed, one line each, in `graph.graph["optimizations"]` (shown by the
 model summary).
@@ -27,12 +30,14 @@ import networkx as nx
 from compiler.errors import InvalidInputError
 from compiler.optimize.fold_maps import APPLIED, fold_maps_into_attention
 from compiler.optimize.fuse_inputs import fuse_map_inputs
+from compiler.optimize.prune_values import prune_values
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
 
 PASSES: dict[str, Pass] = {
     "fold_maps": fold_maps_into_attention,
     "fuse_inputs": fuse_map_inputs,
+    "prune_values": prune_values,
 }
 
 

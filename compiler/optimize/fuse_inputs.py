@@ -24,7 +24,7 @@ from compiler.optimize.fold_maps import APPLIED, map_operation
 from rasp import rasp
 
 
-def _sequence_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, tuple[str, str]]:
+def sequence_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, tuple[str, str]]:
     node = graph.nodes[label]
     if "fn" in node:
         return node["fn"], tuple(node["inputs"])
@@ -61,7 +61,7 @@ def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
         node = graph.nodes[label]
         if node[g.KIND] != "sequence_map" or label not in graph:
             continue
-        f, inputs = _sequence_operation(graph, label)
+        f, inputs = sequence_operation(graph, label)
         if any(rasp.is_numerical(graph.nodes[i][g.EXPR]) for i in inputs):
             continue
         maps = [i if _fusable_input(graph, label, i) else None for i in inputs]

@@ -11,6 +11,7 @@ from compiler.lower import fuse_elementwise
 from compiler.optimize import PASSES, applied, optimize_graph, selected_passes
 from compiler.optimize.fold_maps import FOLDED, fold_leaves, fold_maps_into_attention, value_map
 from compiler.optimize.fuse_inputs import fuse_map_inputs
+from compiler.optimize.prune_values import prune_values
 from compiler.selectors import Leaf
 from compiler.values import infer_values
 from craft.bases import VectorSpaceWithBasis
@@ -143,3 +144,30 @@ def test_optimize_graph_runs_passes_in_order_without_changing_its_input():
     assert set(optimize_graph(graph, ()).nodes) == nodes
     assert "parity" not in optimize_graph(graph, selected_passes(True))
     assert set(graph.nodes) == nodes
+
+
+def test_prune_values_keeps_only_the_diagonal_after_fusing_a_map_into_its_reader():
+    packed = rasp.Map(lambda x: (x,), rasp.tokens).named("packed")
+    pair = rasp.SequenceMap(lambda xs, y: (*xs, y), packed, rasp.tokens).named("pair")
+    program = rasp.Map(lambda p: p[0] + p[1], pair).named("total")  # fused into `pair`
+    program = rasp.SequenceMap(lambda t, i: t * i, program, rasp.indices).named("out")
+    graph = fuse_map_inputs(_graph(program))
+    before = len(graph.nodes["total"][g.VALUE_SET])
+    pruned = prune_values(graph)
+    assert graph.nodes["total"][g.VALUE_SET] != pruned.nodes["total"][g.VALUE_SET]  # pure
+    assert pruned.nodes["total"][g.VALUE_SET] == {0, 2, 4, 6}  # x + x only
+    assert before == 7  # 0..6 when the two inputs were taken as independent
+    assert pruned.nodes["out"][g.VALUE_SET] == {t * i for t in (0, 2, 4, 6) for i in range(4)}
+    assert "prune_values: total takes 4 of its 7 inferred values" in applied(pruned)
+    model = compile_rasp(program, VOCAB, 4)
+    assert not any(label == "total:1" for label in model.residual_labels)
+    assert model.apply(["BOS", 3, 1, 2]).decoded[1:] == rasp.evaluate(program, [3, 1, 2])
+
+
+def test_the_summary_names_every_optimisation():
+    from compiler.summary import model_summary, summary_text
+
+    program, _ = _parity_program()
+    text = summary_text(model_summary(compile_rasp(program, VOCAB, 4)))
+    assert "optimised: fold_maps: Map parity (of tokens) folded into the keys/queries of head(s) out" in text
+    assert "optimised" not in summary_text(model_summary(compile_rasp(program, VOCAB, 4, optimize=False)))
