@@ -22,7 +22,7 @@ from compiler.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.lower import ONE, LoweringOptions, fuse_elementwise, lower, output_space
 from compiler.model import build
-from compiler.optimize import optimize_graph, selected_passes
+from compiler.optimize import FACTOR_QK, optimize_graph, selected_passes
 from compiler.validate import check_graph
 from compiler.values import infer_values
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
@@ -177,6 +177,7 @@ def compile_rasp(
         max_seq_len=max_seq_len,
         causal=causal,
         numerical_output=numerical_output,
+        sparse_qk=FACTOR_QK in passes,
     )
     params, forward, _ = build(config, weights)
     output_encoder = OutputEncoder(

@@ -15,7 +15,10 @@ Passes:
   SequenceMap's lookup MLP, see `compiler.optimize.fuse_inputs`;
 - `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
   take (e.g. off the diagonal of a SequenceMap that now reads one s-op twice) are dropped, see
-  `compiler.optimize.prune_values`.
+  `compiler.optimize.prune_values`;
+- `factor_qk`: at assembly, `W_QK` is factored per connected component, order comparisons as a
+  dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.qk_factor`); without
+  it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
 
 Every applied change is listed, one line each, in `graph.graph["optimizations"]` (shown by the
 model summary).
@@ -34,11 +37,16 @@ from compiler.optimize.prune_values import prune_values
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
 
-PASSES: dict[str, Pass] = {
+GRAPH_PASSES: dict[str, Pass] = {
     "fold_maps": fold_maps_into_attention,
     "fuse_inputs": fuse_map_inputs,
     "prune_values": prune_values,
 }
+
+# Applied when assembling the weights rather than on the graph.
+FACTOR_QK = "factor_qk"
+
+PASSES: tuple[str, ...] = (*GRAPH_PASSES, FACTOR_QK)
 
 
 def selected_passes(optimize: bool | Iterable[str]) -> tuple[str, ...]:
@@ -69,7 +77,8 @@ def selected_passes(optimize: bool | Iterable[str]) -> tuple[str, ...]:
 def optimize_graph(graph: nx.DiGraph, passes: Iterable[str]) -> nx.DiGraph:
     """Run the named passes in order; returns the final graph (the input is not changed)."""
     for name in passes:
-        graph = PASSES[name](graph)
+        if name in GRAPH_PASSES:
+            graph = GRAPH_PASSES[name](graph)
     return graph
 
 
@@ -78,4 +87,4 @@ def applied(graph: nx.DiGraph) -> tuple[str, ...]:
     return tuple(graph.graph.get(APPLIED, ()))
 
 
-__all__ = ["PASSES", "applied", "optimize_graph", "selected_passes"]
+__all__ = ["FACTOR_QK", "GRAPH_PASSES", "PASSES", "applied", "optimize_graph", "selected_passes"]

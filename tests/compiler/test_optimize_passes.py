@@ -128,7 +128,7 @@ def test_fuse_inputs_keeps_maps_that_others_read_and_none_stays_none():
 def test_pass_selection():
     assert selected_passes(True) == tuple(PASSES)
     assert selected_passes(False) == () and selected_passes(()) == ()
-    assert selected_passes(["fuse_inputs", "fold_maps"]) == ("fold_maps", "fuse_inputs")
+    assert selected_passes(["factor_qk", "fuse_inputs", "fold_maps"]) == ("fold_maps", "fuse_inputs", "factor_qk")
     with pytest.raises(InvalidInputError, match="unknown pass.*fold_everything"):
         selected_passes(["fold_everything"])
     with pytest.raises(InvalidInputError, match="got the string"):
