@@ -20,14 +20,14 @@ def _random_sparse(rng: np.random.Generator, shape: tuple[int, int], count: int)
 
 @pytest.mark.parametrize(
     "count, expected_storage",
-    [(6, "gather"), (350, "matmul"), (700, "dense")],
+    [(6, "matmul"), (350, "gather"), (700, "dense")],
 )
 def test_sparse_linear_equals_the_dense_product_in_every_storage(count, expected_storage):
     rng = np.random.default_rng(count)
     matrix = _random_sparse(rng, (30, 40), count)
     in_idx, out_idx = tuple(range(5, 35)), tuple(range(0, 80, 2))
     spec, param = SparseLinear.from_matrix(matrix, in_idx=in_idx, out_idx=out_idx)
-    storage = "dense" if not spec.is_sparse else ("gather" if spec.gathers else "matmul")
+    storage = "dense" if not spec.is_sparse else ("gather" if spec.column_wise or spec.row_wise else "matmul")
     assert storage == expected_storage
     x = rng.normal(size=(3, 4, 50)).astype(np.float32)
     got = np.asarray(spec(jnp.asarray(param), jnp.asarray(x), 80))
@@ -59,3 +59,30 @@ def test_warmup_rejects_impossible_shapes(kwargs):
     model = compile_rasp(example.build(5), example.vocab, 5)
     with pytest.raises(ValueError, match="warmup"):
         model.warmup(**kwargs)
+
+
+@pytest.mark.parametrize("per_column", [1, 3, 12])  # 12 > UNROLL_STEPS: the fori_loop path
+def test_column_wise_application_of_lookup_tables(per_column):
+    rng = np.random.default_rng(per_column)
+    rows, cols = 60, 40
+    matrix = np.zeros((rows, cols), dtype=np.float32)
+    for col in range(cols):
+        matrix[rng.choice(rows, per_column, replace=False), col] = rng.normal(size=per_column)
+    spec, param = SparseLinear.from_matrix(matrix)
+    assert spec.is_sparse and spec.column_wise
+    x = rng.normal(size=(2, 5, rows)).astype(np.float32)
+    got = np.asarray(spec(jnp.asarray(param), jnp.asarray(x)))
+    np.testing.assert_allclose(got, x @ matrix, rtol=1e-5, atol=1e-5)  # float32 sums
+
+
+def test_row_wise_application_of_a_dyadic_key_matrix():
+    # Each row has few non-zeros but some columns are long (a dyadic cover's big blocks).
+    rows, cols = 64, 20
+    matrix = np.zeros((rows, cols), dtype=np.float32)
+    matrix[:, 0] = 1.0
+    matrix[np.arange(rows), 1 + np.arange(rows) % (cols - 1)] = 2.0
+    spec, param = SparseLinear.from_matrix(matrix)
+    assert spec.is_sparse and not spec.column_wise and spec.row_wise
+    x = np.random.default_rng(0).normal(size=(3, rows)).astype(np.float32)
+    got = np.asarray(spec(jnp.asarray(param), jnp.asarray(x)))
+    np.testing.assert_allclose(got, x @ matrix, rtol=1e-5, atol=1e-4)  # float32 sums of 64 terms
