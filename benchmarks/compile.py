@@ -4,9 +4,12 @@ Per example and setting (vocabulary size / max_seq_len): compile time in a cold 
 first `compile_rasp` call after imports, in a fresh interpreter) and warm (median of repeated
 calls), residual width, layers, heads, widest MLP, parameters (stored and non-zero), forward time
 for a batch of 64 full-length inputs (median, after jit), and the fraction of 200 random inputs
-whose decoded output equals the RASP evaluator's.
+whose decoded output equals the RASP evaluator's. All of these are for the default, optimised
+compilation; `layers0`, `width0` and `nz0` are the layers, residual width and non-zero weights
+of the same program compiled with `optimize=False` (one block per s-op).
 
     python benchmarks/compile.py                  # sizes 5, 10, 25, 50
+    python benchmarks/compile.py --sizes 25,100 --no-cold
     python benchmarks/compile.py --sizes 25 --examples sort,hist --no-cold
 """
 
@@ -29,6 +32,7 @@ from compiler import CompilerError, compile_rasp  # noqa: E402
 from compiler.examples import EXAMPLES  # noqa: E402
 from compiler.fuzzing.differential import same_value  # noqa: E402
 from compiler.model import AttentionSpec, MLPSpec  # noqa: E402
+from compiler.weights import parameter_counts  # noqa: E402
 from rasp import rasp  # noqa: E402
 
 COLD_SNIPPET = """
@@ -95,15 +99,20 @@ def measure(name: str, size: int, cold: bool, timeout: float) -> dict:
     row["layers"] = config.num_layers
     row["heads"] = sum(len(layer.heads) for layer in config.layers if isinstance(layer, AttentionSpec))
     row["mlp"] = max((layer.w_in.shape[1] for layer in config.layers if isinstance(layer, MLPSpec)), default=0)
-    leaves = jax.tree_util.tree_leaves(model.params)
-    row["params"] = sum(leaf.size for leaf in leaves)
-    row["nonzero"] = sum(int(np.count_nonzero(leaf)) for leaf in leaves)
+    row["params"], row["nonzero"] = parameter_counts(model)
     rng = np.random.default_rng(1)
     batch = [["BOS"] + [vocab[i] for i in rng.integers(len(vocab), size=n)] for _ in range(64)]
     ids = model.input_encoder.encode_batch(batch)
     jax.block_until_ready(model.run(ids).output)
     row["fwd64_ms"] = 1e3 * median_seconds(lambda: jax.block_until_ready(model.run(ids).output), 5)
     row["match"] = match_fraction(model, program, vocab, n)
+    try:
+        plain = compile_rasp(program, vocab, n, optimize=False)
+    except CompilerError:
+        return row
+    row["layers0"] = plain.config.num_layers
+    row["width0"] = plain.config.residual_width
+    row["nz0"] = parameter_counts(plain)[1]
     return row
 
 
@@ -111,7 +120,8 @@ COLUMNS = (  # (key, width, format of a value)
     ("example", 16, "{:<16}"), ("setting", 7, "{:>7}"), ("cold_s", 7, "{:>7.3f}"),
     ("warm_s", 7, "{:>7.3f}"), ("width", 6, "{:>6}"), ("layers", 6, "{:>6}"), ("heads", 5, "{:>5}"),
     ("mlp", 6, "{:>6}"), ("params", 9, "{:>9}"), ("nonzero", 9, "{:>9}"),
-    ("fwd64_ms", 9, "{:>9.2f}"), ("match", 6, "{:>6.1%}"),
+    ("fwd64_ms", 9, "{:>9.2f}"), ("match", 6, "{:>6.1%}"), ("layers0", 7, "{:>7}"),
+    ("width0", 6, "{:>6}"), ("nz0", 9, "{:>9}"),
 )
 
 

@@ -6,8 +6,10 @@ numpy weights keyed like the Haiku params. Everything here is numpy; JAX is only
 the model.
 
 Heads are factored exactly: `W_QK` (queries x keys, restricted to the rows and columns it uses)
-becomes `W_Q = I, W_K = W_QKᵀ` or `W_Q = W_QK, W_K = I`, whichever gives the smaller head, so no
-floating-point factorisation error enters. Heads built with explicit factors (superposition
+is split into the connected components of its non-zero pattern, each becoming `I, Sᵀ` or `S, I`
+(the narrower), or, for the staircase matrices of order comparisons, a dyadic cover with
+`O(m log m)` non-zeros (`compiler.qk_factor`), so no floating-point factorisation error enters.
+`W_OV` becomes `W_V = I, W_O = W_OV` or `W_V = W_OV, W_O = I`, whichever is narrower. Heads built with explicit factors (superposition
 constructions) keep them, and so keep their width `d_qk`.
 """
 
@@ -17,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from compiler.qk_factor import sparse_factors
 from compiler.model import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
@@ -52,7 +55,7 @@ def _factor(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _head(
-    head: AttentionHead, residual: VectorSpaceWithBasis, layer: dict[str, np.ndarray], h: int
+    head: AttentionHead, residual: VectorSpaceWithBasis, layer: dict[str, np.ndarray], h: int, sparse_qk: bool
 ) -> HeadSpec:
     qk = head.w_qk.matrix
     ov = head.w_ov.matrix
@@ -65,7 +68,8 @@ def _head(
         w_q, w_k = head.w_q, head.w_k
     else:
         q_rows, k_rows = _used(qk, 0), _used(qk, 1)
-        w_q, w_k = _factor(qk[np.ix_(q_rows, k_rows)])
+        used = qk[np.ix_(q_rows, k_rows)]
+        w_q, w_k = sparse_factors(used) if sparse_qk else _factor(used)
     if head.w_v is not None and head.w_o is not None:
         v_rows, o_cols = np.arange(ov.shape[0]), np.arange(ov.shape[1])
         w_v, w_o_t = head.w_v, head.w_o.T
@@ -115,8 +119,12 @@ def assemble(
     max_seq_len: int,
     causal: bool,
     numerical_output: bool,
+    sparse_qk: bool = True,
 ) -> tuple[ModelConfig, Weights]:
-    """Build the model config and weights; `sublayers[i]` is `None` for an empty sub-layer."""
+    """Build the model config and weights; `sublayers[i]` is `None` for an empty sub-layer.
+
+    `sparse_qk` factors `W_QK` per component (`compiler.qk_factor`); False gives `I, W_QKᵀ`.
+    """
     if len(sublayers) % 2:
         sublayers = list(sublayers) + [None]
     weights: Weights = {}
@@ -126,7 +134,7 @@ def assemble(
         if index % 2 == 0:
             if isinstance(block, MLP):
                 raise ValueError(f"sub-layer {index} is an attention sub-layer but holds an MLP")
-            heads = tuple(_head(h, residual, layer, i) for i, h in enumerate(_heads_of(block)))
+            heads = tuple(_head(h, residual, layer, i, sparse_qk) for i, h in enumerate(_heads_of(block)))
             layers.append(AttentionSpec(heads))
         else:
             if block is None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import networkx as nx
 import numpy as np
@@ -75,6 +77,28 @@ class CompiledModel:
     def run(self, ids: np.ndarray) -> ModelOutput:
         """Forward pass on a `[batch, T]` id array."""
         return self.forward(self.params, jnp.asarray(ids, dtype=jnp.int32))
+
+    def warmup(self, batch_size: int = 1, seq_len: int | None = None) -> float:
+        """Trace and compile the forward pass for `[batch_size, seq_len + 1]` ids now; seconds.
+
+        JAX compiles once per input shape, on the first call with it. Calling this after
+        `compile_rasp` moves that cost out of the first real forward pass: later `run` calls
+        with the same shape (and `apply_batch` calls whose longest sequence has `seq_len`
+        tokens) reuse the compiled executable. `seq_len` defaults to `max_seq_len`.
+        """
+        length = self.config.max_seq_len if seq_len is None else seq_len
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"warmup: batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self.config.max_seq_len:
+            raise ValueError(
+                f"warmup: seq_len must be an integer in [0, {self.config.max_seq_len}] (tokens "
+                f"after BOS), got {seq_len!r}"
+            )
+        ids = np.full((batch_size, length + 1), self.config.pad_id, dtype=np.int32)
+        ids[:, 0] = self.input_encoder.bos_id
+        start = time.perf_counter()
+        jax.block_until_ready(self.run(ids).output)
+        return time.perf_counter() - start
 
     def apply(self, tokens: Sequence[Hashable]) -> ApplyResult:
         """Run one sequence (starting with BOS) and decode it; position 0 decodes as BOS."""

@@ -22,6 +22,7 @@ from compiler.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
 from compiler.model import build
+from compiler.optimize import FACTOR_QK, optimize_graph, selected_passes
 from compiler.validate import check_graph, warn_causal_semantics
 from compiler.values import infer_values
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
@@ -125,18 +126,22 @@ def compile_rasp(
     mlp_exactness: float = 100,
     allocator: Allocator = longest_path,
     causal_strict: bool = False,
+    optimize: bool | Iterable[str] = True,
 ) -> CompiledModel:
     """Compile `program` into a transformer exact on every input of up to `max_seq_len` tokens.
 
     With `causal=True` the model computes `rasp.evaluate(program, xs, causal=True)`; when a
     selector may select later positions (so that can differ from the plain evaluation) a
     `CausalSemanticsWarning` names it, and `causal_strict=True` refuses the program instead.
+    `optimize` picks the optimisation passes (`compiler.optimize`): True (default) runs all of
+    them, False none (one block per s-op, Tracr's layout), or a collection of pass names.
 
     Raises `UnsupportedProgramError` listing every reason when the program cannot be compiled
     exactly (see `compiler.validate`), `ValueInferenceError` when a value set cannot be computed,
     and `InvalidInputError` for bad arguments.
     """
     tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
+    passes = selected_passes(optimize)
     if not isinstance(mlp_exactness, (int, float)) or not mlp_exactness >= MIN_SHARPNESS:
         raise InvalidInputError(
             f"mlp_exactness must be a number >= {MIN_SHARPNESS:g} (the sharpness of numerical "
@@ -152,6 +157,7 @@ def compile_rasp(
 
     pad = BasisDirection("tokens", compiler_pad)
     fuse_elementwise(graph)
+    graph = optimize_graph(graph, passes)
     options = LoweringOptions(
         max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness)
     )
@@ -176,6 +182,7 @@ def compile_rasp(
         max_seq_len=max_seq_len,
         causal=causal,
         numerical_output=numerical_output,
+        sparse_qk=FACTOR_QK in passes,
     )
     params, forward, _ = build(config, weights)
     output_encoder = OutputEncoder(
@@ -213,6 +220,7 @@ def compile_rasp_to_model(
     compiler_pad: Hashable = COMPILER_PAD,
     mlp_exactness: int = 100,
     causal_strict: bool = False,
+    optimize: bool | Iterable[str] = True,
 ) -> CompiledModel:
     """Tracr's entry point, with its argument names and default special tokens."""
     return compile_rasp(
@@ -224,6 +232,7 @@ def compile_rasp_to_model(
         compiler_pad=compiler_pad,
         mlp_exactness=mlp_exactness,
         causal_strict=causal_strict,
+        optimize=optimize,
     )
 
 

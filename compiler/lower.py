@@ -19,6 +19,7 @@ import numpy as np
 from compiler import graph as g
 from compiler import selectors
 from compiler.allocate import EMBEDDED_KINDS, node_inputs
+from compiler.optimize import fold_maps
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
@@ -217,9 +218,16 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
     )
 
 
-def direct_attention(graph: nx.DiGraph, selector: rasp.Selector) -> tuple[BilinearMap, int]:
-    """The summed 0/1 predicate matrix of a selector's conjunction, and its number of leaves."""
+def direct_attention(
+    graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None
+) -> tuple[BilinearMap, int]:
+    """The summed 0/1 predicate matrix of a selector's conjunction, and its number of leaves.
+
+    `folds` (from `compiler.optimize.fold_maps`) names Maps whose inputs the head reads instead.
+    """
     leaves = selectors.conjunction(selector)
+    if folds:
+        leaves = fold_maps.fold_leaves(leaves, folds)
     parts = [
         categorical_attn.selector_qk(
             output_space(graph, leaf.queries), output_space(graph, leaf.keys), leaf.predicate
@@ -238,12 +246,18 @@ def _lower_aggregate(
     graph: nx.DiGraph, label: str, options: LoweringOptions
 ) -> AttentionHead | MultiAttentionHead:
     expr = graph.nodes[label][g.EXPR]
-    direct, n_terms = direct_attention(graph, expr.selector)
-    sop_space, out_space = output_space(graph, expr.sop.label), output_space(graph, label)
-    if _is_numerical(graph, label):
-        value_map = categorical_attn.numerical_value_map(sop_space, out_space)
+    folds = graph.nodes[label].get(fold_maps.FOLDED, {})
+    direct, n_terms = direct_attention(graph, expr.selector, folds)
+    out_space = output_space(graph, label)
+    if expr.sop.label in folds:
+        folded = folds[expr.sop.label]
+        value_map = fold_maps.value_map(
+            output_space(graph, folded.inner), out_space, folded.fn, _is_numerical(graph, label)
+        )
+    elif _is_numerical(graph, label):
+        value_map = categorical_attn.numerical_value_map(output_space(graph, expr.sop.label), out_space)
     else:
-        value_map = categorical_attn.categorical_value_map(sop_space, out_space)
+        value_map = categorical_attn.categorical_value_map(output_space(graph, expr.sop.label), out_space)
     head = categorical_attn.attention_head(
         direct,
         n_terms,
@@ -295,7 +309,7 @@ def _lower_selector_width(
     graph: nx.DiGraph, label: str, options: LoweringOptions
 ) -> tuple[AttentionHead, MLP]:
     expr = graph.nodes[label][g.EXPR]
-    direct, n_terms = direct_attention(graph, expr.selector)
+    direct, n_terms = direct_attention(graph, expr.selector, graph.nodes[label].get(fold_maps.FOLDED))
     return selector_width.selector_width(
         direct,
         n_terms,

@@ -7,11 +7,15 @@ activation): nothing is padded to the widest layer.
 
 Compiled weights are sparse: a head reads a few residual directions, a lookup-table MLP is close
 to a permutation. Every weight is therefore a `SparseLinear`: it gathers the input coordinates it
-reads, multiplies by a matrix that is stored dense when at least half its entries are non-zero
-and as its non-zero values otherwise, and scatters into the output coordinates it writes. A
-sparse matrix is applied by a gather over its non-zeros when they are few, else rebuilt inside
-the forward pass for one dense matmul over the block's own coordinates. The parameter count then
-tracks the non-zero count; exporters densify (`SparseLinear.dense`).
+reads, multiplies by a matrix that is stored dense when at least a third of its entries are
+non-zero and as its non-zero values otherwise, and scatters into the output coordinates it
+writes. A sparse matrix is applied column by column in an ELL layout (one gathered input per
+output column and step, as many steps as the fullest column) when that wastes at most
+`ELL_PADDING` times its non-zeros, else row by row (scatter-adds) on the same condition for
+rows, else rebuilt inside the forward pass for one dense matmul over
+the block's own coordinates. No `batch x length x non-zeros` array is ever formed: memory is a
+few activations plus the block's own size, and ELL time is linear in the non-zeros. The
+parameter count tracks the non-zero count; exporters densify (`SparseLinear.dense`).
 
 Matrix products run at float32 precision (`Precision.HIGHEST`): reduced-precision defaults on
 accelerators (TF32, bf16 passes) would break the exactness of compiled programs.
@@ -20,6 +24,7 @@ accelerators (TF32, bf16 passes) would break the exactness of compiled programs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -36,12 +41,17 @@ PRECISION = jax.lax.Precision.HIGHEST
 # produce NaN; far below any compiled logit.
 MASKED_LOGIT = -1e30
 
-# A matrix is stored dense when at least this fraction of its entries is non-zero.
-DENSE_FRACTION = 0.5
+# A matrix is stored dense when at least this fraction of its entries is non-zero. A sparse
+# entry costs three numbers (its value, row and column), so sparse storage only pays below 1/3.
+DENSE_FRACTION = 1 / 3
 
-# A sparse matrix with at most this many non-zeros per row-plus-column is applied by gathering
-# its non-zeros; denser ones are rebuilt and multiplied densely.
-GATHER_FACTOR = 4
+# A sparse matrix is applied column-wise ("ELL" layout, see `SparseLinear.__call__`) when padding
+# every output column to the fullest one costs at most this factor over its non-zero count;
+# otherwise it is rebuilt densely (its own size, independent of batch and length) for a matmul.
+ELL_PADDING = 4
+
+# Up to this many ELL steps are unrolled; more run in a `lax.fori_loop`.
+UNROLL_STEPS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +85,68 @@ class SparseLinear:
         count = len(nonzero[0])
         if count >= DENSE_FRACTION * matrix.size:
             return SparseLinear(matrix.shape, in_idx, out_idx), matrix
-        rows, cols = (tuple(int(i) for i in axis) for axis in nonzero)
+        rows, cols = (tuple(axis.tolist()) for axis in nonzero)
         spec = SparseLinear(matrix.shape, in_idx, out_idx, rows, cols)
         return spec, matrix[nonzero]
+
+    # numpy copies of the index tuples, built once per spec: turning a tuple of millions of
+    # Python ints into a device constant on every trace dominated the first forward call.
+    @functools.cached_property
+    def _in_array(self) -> np.ndarray | None:
+        return None if self.in_idx is None else np.asarray(self.in_idx, dtype=np.int32)
+
+    @functools.cached_property
+    def _out_array(self) -> np.ndarray | None:
+        return None if self.out_idx is None else np.asarray(self.out_idx, dtype=np.int32)
+
+    @functools.cached_property
+    def _pattern(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.rows, dtype=np.int32), np.asarray(self.cols, dtype=np.int32)
+
+    @functools.cached_property
+    def _ell(self) -> tuple[np.ndarray, np.ndarray]:
+        """`(rows, entries)`, both `[K, out]`: step `t` adds `x[rows[t]] * param[entries[t]]` to
+        every output column; K is the largest column count, shorter columns point at a zero
+        appended to the parameter vector (entry `nnz`)."""
+        rows, cols = self._pattern
+        count = np.bincount(cols, minlength=self.shape[1])
+        steps = int(count.max(initial=0))
+        order = np.argsort(cols, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(count)[:-1]))
+        rank = np.arange(len(cols)) - starts[cols[order]]
+        ell_rows = np.zeros((steps, self.shape[1]), dtype=np.int32)
+        entries = np.full((steps, self.shape[1]), len(cols), dtype=np.int32)
+        ell_rows[rank, cols[order]] = rows[order]
+        entries[rank, cols[order]] = order
+        return ell_rows, entries
+
+    @functools.cached_property
+    def _row_ell(self) -> tuple[np.ndarray, np.ndarray]:
+        """`(cols, entries)`, both `[K, in]`: the transpose's ELL layout (step `t` scatters
+        `x[r] * param[entries[t, r]]` into column `cols[t, r]`)."""
+        rows, cols = self._pattern
+        transposed = SparseLinear(self.shape[::-1], rows=tuple(cols.tolist()), cols=tuple(rows.tolist()))
+        return transposed._ell
+
+    def _padded_work(self, axis: int) -> int:
+        """Multiply-adds per token of the ELL layout along `axis` (1: columns, 0: rows)."""
+        counts = np.bincount(self._pattern[axis], minlength=self.shape[axis])
+        return int(counts.max(initial=0)) * self.shape[axis]
+
+    @property
+    def column_wise(self) -> bool:
+        """Whether the forward pass gathers per output column (ELL)."""
+        if not self.is_sparse:
+            return False
+        work = self._padded_work(1)
+        return work <= ELL_PADDING * len(self.rows) and work <= self._padded_work(0)
+
+    @property
+    def row_wise(self) -> bool:
+        """Whether the forward pass scatters per input row (ELL of the transpose)."""
+        if not self.is_sparse or self.column_wise:
+            return False
+        return self._padded_work(0) <= ELL_PADDING * len(self.rows)
 
     def dense(self, param: np.ndarray) -> np.ndarray:
         """The matrix `M` as a dense numpy array."""
@@ -97,27 +166,62 @@ class SparseLinear:
         return matrix
 
     def __call__(self, param: jax.Array, x: jax.Array, out_width: int | None = None) -> jax.Array:
-        if self.in_idx is not None:
-            x = jnp.take(x, jnp.asarray(self.in_idx, dtype=jnp.int32), axis=-1)
+        """Apply to `x[..., in]`, never forming a `[..., non-zeros]` array.
+
+        Column-wise (ELL): for each step `t < K`, gather one input per output column and
+        multiply-add, so the work is `K * out <= ELL_PADDING * nnz` per token and the memory one
+        output-sized array. Row-wise, when the rows are the even side: scatter-add one scaled
+        input row per step. Otherwise the matrix is rebuilt densely once per call (its own size,
+        independent of batch and length) for one matmul.
+        """
+        if self._in_array is not None:
+            x = jnp.take(x, self._in_array, axis=-1)
         if not self.is_sparse:
             y = jnp.einsum("...i,io->...o", x, param, precision=PRECISION)
+        elif self.column_wise:
+            y = self._apply_ell(param, x)
+        elif self.row_wise:
+            y = self._apply_row_ell(param, x)
         else:
-            rows = jnp.asarray(self.rows, dtype=jnp.int32)
-            cols = jnp.asarray(self.cols, dtype=jnp.int32)
-            if len(self.rows) <= GATHER_FACTOR * sum(self.shape):
-                # Few non-zeros (permutation-like lookups): gather, scale, scatter-add.
-                contributions = jnp.take(x, rows, axis=-1) * param
-                y = jnp.zeros(x.shape[:-1] + (self.shape[1],), x.dtype).at[..., cols].add(contributions)
-            else:
-                # Many non-zeros: densify once per call (independent of batch and length) and
-                # do one matmul, instead of materialising batch x length x nnz products.
-                matrix = jnp.zeros(self.shape, param.dtype).at[rows, cols].set(param)
-                y = jnp.einsum("...i,io->...o", x, matrix, precision=PRECISION)
-        if self.out_idx is None:
+            rows, cols = self._pattern
+            matrix = jnp.zeros(self.shape, param.dtype).at[rows, cols].set(param)
+            y = jnp.einsum("...i,io->...o", x, matrix, precision=PRECISION)
+        if self._out_array is None:
             return y
         assert out_width is not None, "a scattered output needs its width"
-        out_idx = jnp.asarray(self.out_idx, dtype=jnp.int32)
-        return jnp.zeros(y.shape[:-1] + (out_width,), y.dtype).at[..., out_idx].add(y)
+        return jnp.zeros(y.shape[:-1] + (out_width,), y.dtype).at[..., self._out_array].add(y)
+
+    def _apply_ell(self, param: jax.Array, x: jax.Array) -> jax.Array:
+        ell_rows, entries = self._ell
+        padded = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])
+        values = padded[jnp.asarray(entries)]  # [K, out]
+        y = jnp.zeros(x.shape[:-1] + (self.shape[1],), x.dtype)
+        if len(ell_rows) <= UNROLL_STEPS:
+            for step in range(len(ell_rows)):
+                y = y + jnp.take(x, jnp.asarray(ell_rows[step]), axis=-1) * values[step]
+            return y
+        rows = jnp.asarray(ell_rows)
+
+        def add_step(step: int, acc: jax.Array) -> jax.Array:
+            return acc + jnp.take(x, rows[step], axis=-1) * values[step]
+
+        return jax.lax.fori_loop(0, len(ell_rows), add_step, y)
+
+    def _apply_row_ell(self, param: jax.Array, x: jax.Array) -> jax.Array:
+        ell_cols, entries = self._row_ell
+        padded = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])
+        values = padded[jnp.asarray(entries)]  # [K, in]
+        cols = jnp.asarray(ell_cols)
+        y = jnp.zeros(x.shape[:-1] + (self.shape[1],), x.dtype)
+
+        def add_step(step: int, acc: jax.Array) -> jax.Array:
+            return acc.at[..., cols[step]].add(x * values[step])
+
+        if len(ell_cols) <= UNROLL_STEPS:
+            for step in range(len(ell_cols)):
+                y = add_step(step, y)
+            return y
+        return jax.lax.fori_loop(0, len(ell_cols), add_step, y)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +296,9 @@ def _param(name: str, value: np.ndarray) -> jax.Array:
 class _ParamGroup(hk.Module):
     """The parameters of one part of the model (`embed`, `layer_3`, `unembed`)."""
 
+    # Haiku would otherwise pretty-print the constructor arguments (every weight) on each trace.
+    AUTO_REPR = False
+
     def __init__(self, values: dict[str, np.ndarray], name: str):
         super().__init__(name=name)
         self.values = values
@@ -202,6 +309,11 @@ class _ParamGroup(hk.Module):
 
 class CompiledTransformer(hk.Module):
     """The Haiku module; `weights` (numpy, keyed like the params) seed the parameters."""
+
+    # Haiku's automatic repr pretty-prints the constructor arguments (the config with its
+    # sparsity patterns, and every weight) whenever the module is built, i.e. on every trace:
+    # at sort 50/50 that took 40 s and 2.3 GB before the first forward call.
+    AUTO_REPR = False
 
     def __init__(self, config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]):
         super().__init__(name=MODULE_NAME)

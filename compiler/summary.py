@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler.compiled_model import ApplyResult, CompiledModel
 from compiler.model import AttentionSpec, MLPSpec
+from compiler.optimize import applied
 from compiler.weights import parameter_counts
 
 # Entries whose change between two residual snapshots exceeds this count as changed.
@@ -53,6 +54,9 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
             for label, data in sorted(model.graph.nodes(data=True) if model.graph is not None else ())
             if data.get("name", label) != label
         },
+        # What the optimisation passes did (folded Maps keep their names here); unknown (empty)
+        # for a model loaded from a file, which has no graph.
+        "optimizations": list(applied(model.graph)) if model.graph is not None else [],
     }
 
 
@@ -81,6 +85,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     bound = summary.get("numerical_error_bound")
     if bound:
         lines.append(f"numerical Maps: worst relative error {bound:.2g} on their value sets")
+    lines += [f"optimised: {line}" for line in summary.get("optimizations", ())]
     return "\n".join(lines)
 
 

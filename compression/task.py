@@ -61,7 +61,9 @@ def make_task(
     min_length: int = 1, unique_tokens: bool = False,
 ) -> CompressionTask:
     """Compile ``program`` and wrap it as a :class:`CompressionTask`."""
-    compiled = compile_rasp(program, set(vocab), max_seq_len, causal=causal)
+    # optimize=False: the paper's figures are of Tracr's layout (e.g. frac_prevs with its is_x
+    # MLP and D = 14), which the optimisation passes would shrink.
+    compiled = compile_rasp(program, set(vocab), max_seq_len, causal=causal, optimize=False)
     return CompressionTask(name, program, compiled, frozen_from_compiled(compiled),
                            input_space_of(compiled, min_length, unique_tokens), causal)
 

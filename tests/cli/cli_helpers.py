@@ -39,11 +39,11 @@ not_a_program = 3
 '''
 
 
-def example_model(name: str, causal: bool = False) -> CompiledModel:
+def example_model(name: str, causal: bool = False, optimize: bool = True) -> CompiledModel:
     """A library example compiled with its default vocabulary and length."""
     example = EXAMPLES[name]
     program = example.build(example.max_seq_len)
-    return compile_rasp(program, example.vocab, example.max_seq_len, causal=causal)
+    return compile_rasp(program, example.vocab, example.max_seq_len, causal=causal, optimize=optimize)
 
 
 def example_tokens(name: str) -> list:

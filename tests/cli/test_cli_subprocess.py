@@ -69,7 +69,9 @@ def test_example_runs_prints_table_saves_and_plots(runs) -> None:
     assert run.stderr == ""
     assert "output: BOS 1 0.5 0.333333 0.5" in run.stdout
     assert "residual labels: frac_prevs, indices:0" in run.stdout
-    assert "== layer 1 attn" in run.stdout and "* frac_prevs" in run.stdout
+    # Optimised by default: is_x is folded into the head, which now sits in layer 0.
+    assert "== layer 0 attn" in run.stdout and "* frac_prevs" in run.stdout
+    assert "optimised: fold_maps: Map is_x (of tokens) folded into the values of head(s) frac_prevs" in run.stdout
     for name in ("frac.png", "frac-attention.png", "frac-heads.png"):
         assert (workdir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     record = read_model_file(workdir / "frac.safetensors")

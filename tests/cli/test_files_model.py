@@ -30,7 +30,7 @@ from rasp import lib, rasp
 
 @pytest.fixture(scope="module")
 def frac_prevs():
-    return example_model("frac_prevs")
+    return example_model("frac_prevs", optimize=False)  # two layers, so one can be cut off
 
 
 @pytest.fixture(scope="module")

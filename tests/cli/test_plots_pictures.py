@@ -14,7 +14,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def model():
-    return example_model("frac_prevs")
+    # Unoptimised: the two-layer layout (is_x MLP, then the head) these pictures are checked on.
+    return example_model("frac_prevs", optimize=False)
 
 
 def _image_axes(figure) -> list:

@@ -1,0 +1,100 @@
+"""Peak memory and first-call cost of one compiled forward pass, each setting in a fresh process.
+
+Per example and setting: the process's peak resident memory after `compile_rasp` and after the
+first forward call (ru_maxrss, MB; the difference is what tracing, XLA compilation and running
+the batch added), XLA's own account of the executable (arguments + outputs + temporaries, MB,
+from `jitted.lower(...).compile().memory_analysis()`), the first call's seconds (trace + XLA
+compile + run) and the median of later calls.
+
+    python benchmarks/forward_memory.py                       # sort 50/50, batch 64
+    python benchmarks/forward_memory.py --examples sort,reverse --sizes 25,50 --batch 64
+    python benchmarks/forward_memory.py --root /path/to/other/checkout   # compare before/after
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SNIPPET = r"""
+import json, resource, statistics, sys, time
+sys.path.insert(0, {root!r})
+import jax, jax.numpy as jnp, numpy as np
+from compiler import compile_rasp
+from compiler.examples import EXAMPLES
+
+def rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+example = EXAMPLES[{name!r}]
+vocab = example.scaled_vocab({size})
+model = compile_rasp(example.build({size}), vocab, {size})
+after_compile = rss_mb()
+rng = np.random.default_rng(1)
+batch = [["BOS"] + [vocab[i] for i in rng.integers(len(vocab), size={size})] for _ in range({batch})]
+ids = jnp.asarray(model.input_encoder.encode_batch(batch))
+start = time.perf_counter()
+jax.block_until_ready(model.forward(model.params, ids).output)
+first = time.perf_counter() - start
+after_forward = rss_mb()
+times = []
+for _ in range(5):
+    start = time.perf_counter()
+    jax.block_until_ready(model.forward(model.params, ids).output)
+    times.append(time.perf_counter() - start)
+analysis = model.forward.lower(model.params, ids).compile().memory_analysis()
+xla = analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes
+print(json.dumps(dict(
+    width=model.config.residual_width, rss_compile=after_compile, rss_forward=after_forward,
+    xla_mb=xla / 2**20, temp_mb=analysis.temp_size_in_bytes / 2**20, first_s=first,
+    warm_s=statistics.median(times))))
+"""
+
+COLUMNS = (
+    ("example", "{:<15}"), ("setting", "{:>7}"), ("width", "{:>6}"), ("rss_compile", "{:>11.0f}"),
+    ("rss_forward", "{:>11.0f}"), ("xla_mb", "{:>8.0f}"), ("temp_mb", "{:>8.0f}"),
+    ("first_s", "{:>8.2f}"), ("warm_s", "{:>8.3f}"),
+)
+
+
+def measure(root: Path, name: str, size: int, batch: int, timeout: float) -> dict:
+    code = SNIPPET.format(root=str(root), name=name, size=size, batch=batch)
+    row = {"example": name, "setting": f"{size}/{size}"}
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return row | {"note": f"over {timeout:.0f} s"}
+    if done.returncode != 0:
+        return row | {"note": done.stderr.strip().splitlines()[-1][:80]}
+    return row | json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def format_row(row: dict) -> str:
+    cells = [fmt.format(row[key]) if key in row else "-".rjust(len(fmt.format(0)) if key != "example" else 15)
+             for key, fmt in COLUMNS]
+    return " ".join(cells) + (f"  {row['note']}" if "note" in row else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", default="sort", help="comma list of example names")
+    parser.add_argument("--sizes", default="50", help="comma list of vocab size = max_seq_len")
+    parser.add_argument("--batch", type=int, default=64, help="sequences per forward call")
+    parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose compiler is measured")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per setting")
+    args = parser.parse_args(argv)
+    print(f"batch {args.batch}; memory in MB (peak RSS of the process; XLA = args + outputs + temps)")
+    print(" ".join(key.rjust(len(fmt.format(0))) if key != "example" else key.ljust(15) for key, fmt in COLUMNS))
+    for size in (int(s) for s in args.sizes.split(",")):
+        for name in args.examples.split(","):
+            print(format_row(measure(args.root, name, size, args.batch, args.timeout)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

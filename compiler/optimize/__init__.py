@@ -1,0 +1,90 @@
+"""Optimisation passes between elementwise fusion and lowering.
+
+Each pass is a pure function `graph -> graph` over the traced graph with inferred values; the
+lowering reads what a pass recorded on the nodes. `compile_rasp(..., optimize=...)` picks them:
+
+- `True` (the default): every pass in `PASSES`, in that order;
+- `False` or `()`: none, the literal one-block-per-s-op layout (Tracr's);
+- an iterable of pass names: those passes, in `PASSES` order.
+
+Passes:
+
+- `fold_maps`: a Map over a categorical s-op that only attention heads read is folded into their
+  `W_QK` (as keys or queries) and `W_OV` (as values), see `compiler.optimize.fold_maps`;
+- `fuse_inputs`: a categorical Map read only by one SequenceMap becomes part of that
+  SequenceMap's lookup MLP, see `compiler.optimize.fuse_inputs`;
+- `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
+  take (e.g. off the diagonal of a SequenceMap that now reads one s-op twice) are dropped, see
+  `compiler.optimize.prune_values`;
+- `factor_qk`: at assembly, `W_QK` is factored per connected component, order comparisons as a
+  dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.qk_factor`); without
+  it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
+
+Every applied change is listed, one line each, in `graph.graph["optimizations"]` (shown by the
+model summary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import networkx as nx
+
+from compiler.errors import InvalidInputError
+from compiler.optimize.fold_maps import APPLIED, fold_maps_into_attention
+from compiler.optimize.fuse_inputs import fuse_map_inputs
+from compiler.optimize.prune_values import prune_values
+
+Pass = Callable[[nx.DiGraph], nx.DiGraph]
+
+GRAPH_PASSES: dict[str, Pass] = {
+    "fold_maps": fold_maps_into_attention,
+    "fuse_inputs": fuse_map_inputs,
+    "prune_values": prune_values,
+}
+
+# Applied when assembling the weights rather than on the graph.
+FACTOR_QK = "factor_qk"
+
+PASSES: tuple[str, ...] = (*GRAPH_PASSES, FACTOR_QK)
+
+
+def selected_passes(optimize: bool | Iterable[str]) -> tuple[str, ...]:
+    """The pass names `optimize` selects, in pipeline order; raises on an unknown name."""
+    if optimize is True:
+        return tuple(PASSES)
+    if optimize is False or optimize is None:
+        return ()
+    if isinstance(optimize, str):
+        raise InvalidInputError(
+            f"optimize must be True, False or a collection of pass names, got the string "
+            f"{optimize!r}; pass e.g. optimize=[{optimize!r}]"
+        )
+    try:
+        names = set(optimize)
+    except TypeError as error:
+        raise InvalidInputError(
+            f"optimize must be True, False or a collection of pass names, got {optimize!r}"
+        ) from error
+    unknown = sorted(map(str, names - set(PASSES)))
+    if unknown:
+        raise InvalidInputError(
+            f"optimize: unknown pass(es) {', '.join(unknown)}; the passes are {', '.join(PASSES)}"
+        )
+    return tuple(name for name in PASSES if name in names)
+
+
+def optimize_graph(graph: nx.DiGraph, passes: Iterable[str]) -> nx.DiGraph:
+    """Run the named passes in order; returns the final graph (the input is not changed)."""
+    for name in passes:
+        if name in GRAPH_PASSES:
+            graph = GRAPH_PASSES[name](graph)
+    return graph
+
+
+def applied(graph: nx.DiGraph) -> tuple[str, ...]:
+    """The optimisations recorded on a graph, one line each."""
+    return tuple(graph.graph.get(APPLIED, ()))
+
+
+__all__ = ["FACTOR_QK", "GRAPH_PASSES", "PASSES", "applied", "optimize_graph", "selected_passes"]

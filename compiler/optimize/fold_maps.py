@@ -1,0 +1,177 @@
+"""Fold a categorical-input `Map` into the attention heads that read it.
+
+A head compares one-hot query and key values through `W_QK` and copies one-hot values through
+`W_OV`. When a `Map(f, X)` over a categorical `X` is read only by heads, each head can read `X`
+instead and apply `f` inside its own matrices:
+
+- as a selector's keys or queries: `W_QK[q, x] = predicate(f(x), q)` (likewise for queries);
+- as an Aggregate's values: `W_OV` sends `X = x` to `f(x)` (a one-hot for a categorical
+  Aggregate, the number `f(x)` for a numerical one).
+
+Both are exact: the unfolded head reads the one-hot of `f(x)`, which is what the folded matrix
+computes row by row. A value `x` with `f(x) is None` has no direction in the unfolded model, so
+its folded row is zero (never selected, copies nothing), as before. The fold removes the Map's
+MLP (often a whole layer) and its residual directions; the Map's label stays on the heads that
+absorbed it (`FOLDED` on the head's node, listed by the model summary).
+
+The pass is pure: it returns a new graph. Lowering applies the recorded folds through
+`fold_leaves` (for `W_QK`) and `value_map` (for `W_OV`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from compiler import graph as g
+from compiler import selectors
+from compiler.allocate import node_inputs
+from craft.bases import BasisDirection, VectorSpaceWithBasis
+from craft.maps import LinearMap
+from rasp import rasp
+
+# Node attribute on an attention node (aggregate / selector width): {map label: FoldedMap}.
+FOLDED = "folded_maps"
+# Graph attribute: one line per optimisation applied, for summaries.
+APPLIED = "optimizations"
+
+ATTENTION_KINDS = ("aggregate", "selector_width")
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldedMap:
+    """A Map absorbed by a head: its label, the s-op it read, its function and its roles."""
+
+    label: str
+    inner: str
+    fn: Callable[[Any], Any]
+    roles: tuple[str, ...]  # subset of ("keys", "queries", "values")
+
+
+def map_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, str]:
+    """The function and input of a (possibly fused) Map node."""
+    node = graph.nodes[label]
+    if "fn" in node:
+        (inner,) = node["inputs"]
+        return node["fn"], inner
+    return node[g.EXPR].f, node[g.EXPR].inner.label
+
+
+def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
+    """How attention node `head` reads `label`; None when `head` is no attention node."""
+    node = graph.nodes[head]
+    if node[g.KIND] not in ATTENTION_KINDS:
+        return None
+    expr = node[g.EXPR]
+    roles = []
+    leaves = selectors.conjunction(expr.selector)
+    if any(leaf.keys == label for leaf in leaves):
+        roles.append("keys")
+    if any(leaf.queries == label for leaf in leaves):
+        roles.append("queries")
+    if node[g.KIND] == "aggregate" and expr.sop.label == label:
+        roles.append("values")
+    return tuple(roles)
+
+
+def foldable_heads(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
+    """The heads that would absorb Map `label`, or `()` when it cannot be folded."""
+    node = graph.nodes[label]
+    if node[g.KIND] != "map" or label == graph.graph["sink"]:
+        return ()
+    _, inner = map_operation(graph, label)
+    if rasp.is_numerical(graph.nodes[inner][g.EXPR]):
+        return ()  # a discretising MLP: a head cannot compare numbers by value
+    heads = g.consumers(graph, label)
+    if not heads:
+        return ()
+    for head in heads:
+        roles = _roles(graph, label, head)
+        if not roles:
+            return ()
+        if ("keys" in roles or "queries" in roles) and rasp.is_numerical(node[g.EXPR]):
+            return ()  # refused by validation anyway; keep the error there
+    return tuple(heads)
+
+
+def fold_maps_into_attention(graph: nx.DiGraph) -> nx.DiGraph:
+    """A copy of `graph` in which every Map read only by attention heads is folded into them."""
+    graph = graph.copy()
+    for label in g.sop_nodes(graph):
+        heads = foldable_heads(graph, label)
+        if not heads:
+            continue
+        fn, inner = map_operation(graph, label)
+        for head in heads:
+            node = graph.nodes[head]
+            folded = FoldedMap(label, inner, fn, _roles(graph, label, head))
+            inputs = tuple(node_inputs(graph, head))
+            node["inputs"] = tuple(sorted({inner if i == label else i for i in inputs}))
+            node[FOLDED] = {**node.get(FOLDED, {}), label: folded}
+        for succ in list(graph.successors(label)):
+            graph.add_edge(inner, succ)
+        graph.remove_node(label)
+        roles = sorted({r for h in heads for r in graph.nodes[h][FOLDED][label].roles})
+        graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + (
+            f"fold_maps: Map {label} (of {inner}) folded into the {'/'.join(roles)} of head(s) "
+            f"{', '.join(heads)}",
+        )
+    return graph
+
+
+def _compose_key(predicate: Callable, fk: Callable | None, fq: Callable | None) -> Callable:
+    def folded(key: Any, query: Any) -> bool:
+        if fk is not None:
+            key = fk(key)
+        if fq is not None:
+            query = fq(query)
+        if key is None or query is None:
+            return False  # the unfolded s-op is None here: no direction, never selected
+        return predicate(key, query)
+
+    return folded
+
+
+def fold_leaves(
+    leaves: tuple[selectors.Leaf, ...], folds: Mapping[str, FoldedMap]
+) -> tuple[selectors.Leaf, ...]:
+    """Leaves over the folded Maps' inputs, their predicates composed with the Maps."""
+    result = []
+    for leaf in leaves:
+        fk = folds[leaf.keys] if leaf.keys in folds else None
+        fq = folds[leaf.queries] if leaf.queries in folds else None
+        if fk is None and fq is None:
+            result.append(leaf)
+            continue
+        result.append(
+            selectors.Leaf(
+                keys=fk.inner if fk else leaf.keys,
+                queries=fq.inner if fq else leaf.queries,
+                predicate=_compose_key(leaf.predicate, fk.fn if fk else None, fq.fn if fq else None),
+                negated=leaf.negated,
+            )
+        )
+    return tuple(result)
+
+
+def value_map(
+    inner_space: VectorSpaceWithBasis, output_space: VectorSpaceWithBasis, fn: Callable, numerical: bool
+) -> LinearMap:
+    """`W_OV` from the folded Map's input one-hot to what the Aggregate writes of `fn(x)`."""
+    matrix = np.zeros((inner_space.num_dims, output_space.num_dims))
+    name = output_space.basis[0].name if output_space.num_dims else ""
+    for row, direction in enumerate(inner_space.basis):
+        value = fn(direction.value)
+        if value is None:
+            continue  # no direction for None: the head copies nothing
+        if numerical:
+            matrix[row, 0] = float(value)
+        else:
+            target = BasisDirection(name, value)
+            if target in output_space:
+                matrix[row, output_space.index(target)] = 1.0
+    return LinearMap(inner_space, output_space, matrix)

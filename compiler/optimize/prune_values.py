@@ -1,0 +1,74 @@
+"""Drop the values (residual directions) an s-op can never take in the optimised graph.
+
+Value inference sees each s-op's inputs as independent. After `fuse_inputs` a SequenceMap may
+read the same s-op twice (`f(g(x), x)`), so only the diagonal occurs, and every s-op computed
+from it can take fewer values too. This pass recomputes, in topological order, the value set of
+every categorical Map and SequenceMap over categorical inputs (and of categorical Aggregates,
+which take their values' values) from the current value sets of its inputs, and keeps the
+smaller set. Fewer values mean fewer residual directions and smaller lookup MLPs downstream.
+Sound: the recomputation is value inference itself, on sets that only shrank.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from compiler import graph as g
+from compiler.optimize.fold_maps import APPLIED, map_operation
+from compiler.optimize.fuse_inputs import sequence_operation
+from rasp import rasp
+
+# Most function evaluations spent on one s-op; beyond it the inferred set is kept.
+MAX_EVALUATIONS = 1_000_000
+
+
+def _categorical(graph: nx.DiGraph, label: str) -> bool:
+    return not rasp.is_numerical(graph.nodes[label][g.EXPR])
+
+
+def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
+    """The values `label` can take given its inputs' current value sets; None when unknown."""
+    node = graph.nodes[label]
+    kind = node[g.KIND]
+    if kind == "map":
+        fn, inner = map_operation(graph, label)
+        arguments = [(x,) for x in graph.nodes[inner][g.VALUE_SET]] if _categorical(graph, inner) else None
+    elif kind == "sequence_map":
+        fn, (fst, snd) = sequence_operation(graph, label)
+        if not (_categorical(graph, fst) and _categorical(graph, snd)):
+            return None
+        xs, ys = graph.nodes[fst][g.VALUE_SET], graph.nodes[snd][g.VALUE_SET]
+        if fst == snd:
+            arguments = [(x, x) for x in xs]
+        elif len(xs) * len(ys) <= MAX_EVALUATIONS:
+            arguments = [(x, y) for x in xs for y in ys]
+        else:
+            return None
+    elif kind == "aggregate" and node[g.EXPR].sop.label in graph:
+        expr = node[g.EXPR]
+        return frozenset(graph.nodes[expr.sop.label][g.VALUE_SET] | {expr.default}) - {None}
+    else:
+        return None
+    if arguments is None or len(arguments) > MAX_EVALUATIONS:
+        return None
+    try:
+        return frozenset(fn(*args) for args in arguments) - {None}
+    except Exception:  # noqa: BLE001 - a function failing here keeps the inferred set
+        return None
+
+
+def prune_values(graph: nx.DiGraph) -> nx.DiGraph:
+    """A copy of `graph` whose categorical s-ops keep only the values they can take."""
+    graph = graph.copy()
+    for label in g.sop_nodes(graph):
+        if not _categorical(graph, label):
+            continue
+        old = graph.nodes[label][g.VALUE_SET]
+        new = _recomputed(graph, label)
+        if new is None or not new < old:
+            continue
+        graph.nodes[label][g.VALUE_SET] = new
+        graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + (
+            f"prune_values: {label} takes {len(new)} of its {len(old)} inferred values",
+        )
+    return graph

@@ -1,0 +1,173 @@
+"""Unit tests of each optimisation pass on small graphs, and of pass selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler import InvalidInputError, compile_rasp
+from compiler import graph as g
+from compiler.allocate import node_inputs
+from compiler.lower import fuse_elementwise
+from compiler.optimize import PASSES, applied, optimize_graph, selected_passes
+from compiler.optimize.fold_maps import FOLDED, fold_leaves, fold_maps_into_attention, value_map
+from compiler.optimize.fuse_inputs import fuse_map_inputs
+from compiler.optimize.prune_values import prune_values
+from compiler.selectors import Leaf
+from compiler.values import infer_values
+from craft.bases import VectorSpaceWithBasis
+from rasp import rasp
+
+VOCAB = (0, 1, 2, 3)
+
+
+def _graph(program: rasp.SOp, max_seq_len: int = 4):
+    graph = g.trace(program)
+    infer_values(graph, VOCAB, max_seq_len)
+    fuse_elementwise(graph)
+    return graph
+
+
+def _parity_program():
+    parity = rasp.Map(lambda x: x % 2, rasp.tokens).named("parity")
+    same = rasp.Select(parity, parity, rasp.Comparison.EQ).named("same")
+    return rasp.Aggregate(same, rasp.tokens).named("out"), parity
+
+
+def test_fold_into_keys_and_queries_removes_the_map_and_records_it():
+    program, _ = _parity_program()
+    graph = _graph(program)
+    folded = fold_maps_into_attention(graph)
+    assert "parity" in graph  # the pass is pure
+    assert "parity" not in folded
+    head = folded.nodes["out"]
+    assert head[FOLDED]["parity"].roles == ("keys", "queries")
+    assert head[FOLDED]["parity"].inner == "tokens"
+    assert node_inputs(folded, "out") == ("tokens",)
+    assert applied(folded) == ("fold_maps: Map parity (of tokens) folded into the keys/queries of head(s) out",)
+
+
+def test_fold_into_values_of_a_numerical_aggregate_saves_the_mlp_layer():
+    is_x = rasp.numerical(rasp.Map(lambda x: 1 if x == 3 else 0, rasp.tokens)).named("is_x")
+    everything = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.TRUE).named("everything")
+    program = rasp.numerical(rasp.Aggregate(everything, is_x, default=0)).named("frac")
+    folded = fold_maps_into_attention(_graph(program))
+    assert folded.nodes["frac"][FOLDED]["is_x"].roles == ("values",)
+    optimised = compile_rasp(program, VOCAB, 4)
+    plain = compile_rasp(program, VOCAB, 4, optimize=False)
+    assert (optimised.config.num_layers, plain.config.num_layers) == (1, 2)
+    assert not any(label.startswith("is_x") for label in optimised.residual_labels)
+    for tokens in ([3], [0, 3], [3, 3, 1, 2], [0, 1, 2, 0]):
+        expected = rasp.evaluate(program, tokens)
+        got = optimised.apply(["BOS"] + tokens).decoded[1:]
+        assert got == pytest.approx(expected, abs=1e-5)  # float32 means of 0/1 values
+
+
+def test_a_map_with_a_non_attention_reader_or_as_output_is_not_folded():
+    program, parity = _parity_program()
+    both = rasp.SequenceMap(lambda a, b: a + b, program, parity).named("both")
+    assert "parity" in fold_maps_into_attention(_graph(both))
+    assert "parity" in fold_maps_into_attention(_graph(parity))  # the sink stays
+
+
+def test_a_map_of_a_numerical_s_op_is_not_folded():
+    is_x = rasp.numerical(rasp.Map(lambda x: 1 if x == 3 else 0, rasp.tokens)).named("is_x")
+    prefix = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ)
+    number = rasp.numerical(rasp.Aggregate(prefix, is_x, default=0)).named("frac")
+    bucket = rasp.Map(lambda x: x > 0.6, number).named("bucket")
+    select = rasp.Select(bucket, bucket, rasp.Comparison.EQ)
+    program = rasp.Aggregate(select, rasp.tokens).named("out")
+    assert "bucket" in fold_maps_into_attention(_graph(program))
+
+
+def test_folded_leaves_compose_the_predicate_and_never_select_none():
+    class Fold:
+        def __init__(self, inner, fn):
+            self.inner, self.fn = inner, fn
+
+    leaf = Leaf(keys="m", queries="q", predicate=lambda k, q: k == q, negated=False)
+    (folded,) = fold_leaves((leaf,), {"m": Fold("tokens", lambda x: None if x == 0 else x % 2)})
+    assert (folded.keys, folded.queries) == ("tokens", "q")
+    assert folded.predicate(3, 1) and not folded.predicate(2, 1) and not folded.predicate(0, None)
+    assert not folded.predicate(0, 0)  # f(0) is None: no direction, never selected
+
+
+def test_value_map_writes_f_of_each_value_and_nothing_for_none():
+    inner = VectorSpaceWithBasis.from_values("tokens", [0, 1, 2])
+    out = VectorSpaceWithBasis.from_values("out", ["even", "odd"])
+    fn = lambda x: None if x == 2 else ("even" if x % 2 == 0 else "odd")  # noqa: E731
+    matrix = value_map(inner, out, fn, numerical=False).matrix
+    assert matrix.tolist() == [[1, 0], [0, 1], [0, 0]]
+    numerical = value_map(inner, VectorSpaceWithBasis.from_names(["n"]), lambda x: 2 * x, numerical=True)
+    assert numerical.matrix[:, 0].tolist() == [0, 2, 4]
+
+
+def test_fuse_inputs_reads_the_maps_input_directly():
+    shifted = rasp.Map(lambda x: x + 1, rasp.tokens).named("shifted")
+    program = rasp.SequenceMap(lambda a, i: a * i, shifted, rasp.indices).named("product")
+    graph = _graph(program)
+    fused = fuse_map_inputs(graph)
+    assert "shifted" in graph and "shifted" not in fused
+    node = fused.nodes["product"]
+    assert node["inputs"] == ("tokens", "indices")
+    assert node["fn"](2, 3) == 9 and node["fused"] == ("shifted",)
+    model = compile_rasp(program, VOCAB, 4)
+    assert model.config.num_layers == 1
+    assert compile_rasp(program, VOCAB, 4, optimize=False).config.num_layers == 2
+    assert model.apply(["BOS", 3, 0, 2]).decoded[1:] == rasp.evaluate(program, [3, 0, 2])
+
+
+def test_fuse_inputs_keeps_maps_that_others_read_and_none_stays_none():
+    maybe = rasp.Map(lambda x: None if x == 0 else x, rasp.tokens).named("maybe")
+    program = rasp.SequenceMap(lambda a, b: a + b, maybe, rasp.tokens).named("sum")
+    fused = fuse_map_inputs(_graph(program))
+    assert fused.nodes["sum"]["fn"](0, 2) is None and fused.nodes["sum"]["fn"](1, 2) == 3
+    shared = rasp.SequenceMap(lambda a, b: (a, b), program, maybe).named("pair")
+    assert "maybe" in fuse_map_inputs(_graph(shared))
+
+
+def test_pass_selection():
+    assert selected_passes(True) == tuple(PASSES)
+    assert selected_passes(False) == () and selected_passes(()) == ()
+    assert selected_passes(["factor_qk", "fuse_inputs", "fold_maps"]) == ("fold_maps", "fuse_inputs", "factor_qk")
+    with pytest.raises(InvalidInputError, match="unknown pass.*fold_everything"):
+        selected_passes(["fold_everything"])
+    with pytest.raises(InvalidInputError, match="got the string"):
+        selected_passes("fold_maps")
+    with pytest.raises(InvalidInputError, match="optimize"):
+        compile_rasp(rasp.Map(lambda x: x, rasp.tokens), VOCAB, 3, optimize=3)
+
+
+def test_optimize_graph_runs_passes_in_order_without_changing_its_input():
+    program, _ = _parity_program()
+    graph = _graph(program)
+    nodes = set(graph.nodes)
+    assert set(optimize_graph(graph, ()).nodes) == nodes
+    assert "parity" not in optimize_graph(graph, selected_passes(True))
+    assert set(graph.nodes) == nodes
+
+
+def test_prune_values_keeps_only_the_diagonal_after_fusing_a_map_into_its_reader():
+    packed = rasp.Map(lambda x: (x,), rasp.tokens).named("packed")
+    pair = rasp.SequenceMap(lambda xs, y: (*xs, y), packed, rasp.tokens).named("pair")
+    program = rasp.Map(lambda p: p[0] + p[1], pair).named("total")  # fused into `pair`
+    program = rasp.SequenceMap(lambda t, i: t * i, program, rasp.indices).named("out")
+    graph = fuse_map_inputs(_graph(program))
+    before = len(graph.nodes["total"][g.VALUE_SET])
+    pruned = prune_values(graph)
+    assert graph.nodes["total"][g.VALUE_SET] != pruned.nodes["total"][g.VALUE_SET]  # pure
+    assert pruned.nodes["total"][g.VALUE_SET] == {0, 2, 4, 6}  # x + x only
+    assert before == 7  # 0..6 when the two inputs were taken as independent
+    assert pruned.nodes["out"][g.VALUE_SET] == {t * i for t in (0, 2, 4, 6) for i in range(4)}
+    assert "prune_values: total takes 4 of its 7 inferred values" in applied(pruned)
+    model = compile_rasp(program, VOCAB, 4)
+    assert not any(label == "total:1" for label in model.residual_labels)
+    assert model.apply(["BOS", 3, 1, 2]).decoded[1:] == rasp.evaluate(program, [3, 1, 2])
+
+
+def test_the_summary_names_every_optimisation():
+    from compiler.summary import model_summary, summary_text
+
+    program, _ = _parity_program()
+    text = summary_text(model_summary(compile_rasp(program, VOCAB, 4)))
+    assert "optimised: fold_maps: Map parity (of tokens) folded into the keys/queries of head(s) out" in text
+    assert "optimised" not in summary_text(model_summary(compile_rasp(program, VOCAB, 4, optimize=False)))
