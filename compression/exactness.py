@@ -59,10 +59,21 @@ def exactness_check(task: CompressionTask, enumerate_limit: int = 5_000, samples
     if enumerated:
         ids = enumerate_inputs(task.space)
     else:
-        ids = np.unique(np.asarray(sample_inputs(jax.random.key(seed), task.space, samples)), axis=0)
+        ids = _distinct_samples(task, samples, seed)
     refs = task.reference_set(ids)
     atol = nearest_value_tolerance(refs) if refs.kind == "numerical" else 0.0
     return ExactnessCheck(task, refs, enumerated, atol)
+
+
+def _distinct_samples(task: CompressionTask, samples: int, seed: int) -> np.ndarray:
+    """At least ``samples`` distinct random inputs (short lengths repeat, so draw until enough)."""
+    ids = np.zeros((0, task.space.width), np.int32)
+    for round_ in range(100):
+        batch = np.asarray(sample_inputs(jax.random.fold_in(jax.random.key(seed), round_), task.space, samples))
+        ids = np.unique(np.concatenate([ids, batch]), axis=0)
+        if len(ids) >= samples:
+            return ids
+    raise ValueError(f"could not draw {samples} distinct inputs of {task.name}")
 
 
 def analytic_projection(

@@ -87,6 +87,7 @@ def sweep_program(name: str, size: int, gd_steps: int | None, seed: int = 0, cur
     row["pca_exact"] = pca_exact_width(check)
     curves["pca"] = [(d, check.sequence_accuracy(pca_projection(check, d))) for d in _grid(1, big_d, curve_points)]
     runs: list[GDRun] = []
+    row["gd_exact"] = row["gd_packed_exact"] = None  # not run
     if gd_steps:
         # From the packed start GD is exact at step 0 wherever packed is, and below the packed
         # minimum width it would start orthogonal: search only in between.
@@ -116,6 +117,20 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, steps: int,
+                  gd_sizes: set[int]) -> list[float]:
+    """Write the table, GD runs, curves, plot and summary so far; returns the GD steps/s seen."""
+    write_csv(out / "sweep.csv", rows)
+    write_csv(out / "sweep_gd_runs.csv", runs)
+    write_csv(out / "sweep_curves.csv", [{"program": p, "method": m, "d": d, "sequence_accuracy": a}
+                                         for p, methods in panels.items() for m, pts in methods.items() for d, a in pts])
+    plots.plot_accuracy_vs_width(panels, out / "sweep_accuracy.png", "exactness vs residual width d")
+    rates = [r["steps_per_s"] for r in runs if np.isfinite(r["steps_per_s"])]
+    write_json(out / "sweep.json", {"environment": environment(), "gd_steps": steps, "gd_sizes": sorted(gd_sizes),
+                                    "rows": rows, "gd_steps_per_s_median": float(np.median(rates)) if rates else None})
+    return rates
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("sweep", __doc__.splitlines()[0])
     parser.add_argument("--programs", nargs="+", default=None, help="library programs (default: all)")
@@ -130,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gd_programs = set(args.gd_programs if args.gd_programs is not None else programs)
     steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)
     points = 3 if args.quick else CURVE_POINTS
-    rows, all_runs, panels = [], [], {}
+    rows, all_runs, panels, rates = [], [], {}, []
     for size in sizes:
         for name in programs:
             gd = steps if size in gd_sizes and name in gd_programs else None
@@ -139,16 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             all_runs += [{"program": name, "size": size, **r.__dict__} for r in runs]
             panels[f"{name} {size}/{size} (D={row['D']})"] = curves
             print(format_table([row]).splitlines()[-1], flush=True)
-    out: Path = args.out
-    write_csv(out / "sweep.csv", rows)
-    write_csv(out / "sweep_gd_runs.csv", all_runs)
-    write_csv(out / "sweep_curves.csv", [{"program": p, "method": m, "d": d, "sequence_accuracy": a}
-                                         for p, methods in panels.items() for m, pts in methods.items() for d, a in pts])
-    plots.plot_accuracy_vs_width(panels, out / "sweep_accuracy.png", "exactness vs residual width d")
-    rates = [r["steps_per_s"] for r in all_runs if np.isfinite(r["steps_per_s"])]
-    summary = {"environment": environment(), "gd_steps": steps, "gd_sizes": sorted(gd_sizes), "rows": rows,
-               "gd_steps_per_s_median": float(np.median(rates)) if rates else None}
-    write_json(out / "sweep.json", summary)
+            rates = write_outputs(args.out, rows, all_runs, panels, steps, gd_sizes)  # after each program
     print(format_table(rows))
     if rates:
         print(f"GD steps/s (median over {len(rates)} runs, {environment()['backend']}): {np.median(rates):.0f}")
