@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -15,8 +16,10 @@ import numpy as np  # noqa: E402
 def _save(fig: plt.Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    partial = path.with_name(f".{path.stem}.partial{path.suffix}")  # written whole, then renamed
+    fig.savefig(partial, dpi=120, bbox_inches="tight")
     plt.close(fig)
+    os.replace(partial, path)
     return path
 
 
@@ -115,4 +118,34 @@ def plot_training_metrics(
     ax_cos.set_xlabel("training step")
     ax_cos.set_ylabel("mean cosine similarity")
     ax_cos.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_accuracy_vs_width(
+    panels: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], path: str | Path, title: str
+) -> Path:
+    """One panel per program: sequence accuracy against d, one line per method.
+
+    ``panels[program][method]`` lists ``(d, accuracy)`` points; a dashed line marks accuracy 1.
+    """
+    names = list(panels)
+    cols = min(4, max(1, len(names)))
+    rows = -(-len(names) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    for ax, name in zip(axes.ravel(), names):
+        for method, points in panels[name].items():
+            if points:
+                ds, accs = zip(*sorted(points))
+                ax.plot(ds, accs, marker="o", markersize=3, label=method)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("d", fontsize=8)
+        ax.set_ylabel("sequence accuracy", fontsize=8)
+        ax.set_ylim(-0.05, 1.05)
+        ax.tick_params(labelsize=7)
+    axes.ravel()[0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
     return _save(fig, path)

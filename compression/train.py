@@ -102,9 +102,17 @@ class Compressor:
     """Trains the projection of one frozen model on one input space with one config."""
 
     def __init__(
-        self, model: FrozenModel, space: InputSpace, config: TrainConfig, parallel: DataParallel | None = None
+        self, model: FrozenModel, space: InputSpace, config: TrainConfig, parallel: DataParallel | None = None,
+        initial_projection: np.ndarray | None = None,
     ) -> None:
+        """``initial_projection``: start from this ``[D, d]`` W (e.g. an analytic one) instead of
+        ``config.init``; a checkpoint, when resumed, still takes precedence."""
         self.model, self.space, self.config = model, space, config
+        expected = (model.residual_dim, config.d)
+        if initial_projection is not None and np.shape(initial_projection) != expected:
+            raise ValueError(f"initial_projection has shape {np.shape(initial_projection)}, expected {expected} "
+                             "(residual_dim, config.d)")
+        self._initial = None if initial_projection is None else np.asarray(initial_projection, np.float32)
         self.parallel = parallel or data_parallel()
         self.parallel.check_batch(config.batch_size)
         self.optimizer = make_optimizer(config.optimizer, config.steps)
@@ -120,9 +128,12 @@ class Compressor:
 
     # --- state -----------------------------------------------------------------------------
     def init_state(self) -> TrainState:
-        """The seeded initial state (W from ``config.init``, fresh AdamW state, step 0)."""
-        w = init_projection(self._init_key, self.model.residual_dim, self.config.d, self.config.init,
-                            self.config.init_scale)
+        """The initial state: W from ``initial_projection`` or seeded ``config.init``, fresh AdamW, step 0."""
+        if self._initial is not None:
+            w = jnp.asarray(self._initial)
+        else:
+            w = init_projection(self._init_key, self.model.residual_dim, self.config.d, self.config.init,
+                                self.config.init_scale)
         return self._place(TrainState(w, self.optimizer.init(w), jnp.zeros((), jnp.int32)))
 
     def _place(self, state: TrainState) -> TrainState:

@@ -1,0 +1,259 @@
+"""Analytic residual projections: compile a model into superposition without training.
+
+Two constructions of ``W`` (D x d) from a model's :class:`~compression.structure.ResidualStructure`,
+and the interference bound that says when the compressed model is exact (docs/compression.md,
+"Analytic projections"):
+
+* :func:`random_projection`: protected coordinates on their own axes, every other categorical
+  coordinate on a random unit direction in the remaining ``d - p`` dimensions.
+* :func:`packed_projection`: protected axes as above; coordinates nothing reads get the zero
+  column; each categorical s-op gets its own block holding an exclusive-value code
+  (:mod:`compression.codes`) whose overlap its readers tolerate.
+
+:func:`interference_bound` follows the forward pass sub-layer by sub-layer: with ``G = W Wᵀ`` the
+model reads ``x G`` instead of ``x``, and the bound tracks how far any categorical read can move
+(given one on value per s-op and what earlier noisy writes left behind) and checks each tolerant
+reader's margin. It holds for any ``W``, learned ones included; it claims exactness only when
+protected coordinates are read exactly and every margin holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+
+from compression.codes import exclusive_code, smallest_code
+from compression.structure import UNEMBED, ResidualStructure
+from constructions.features import random_unit_features
+
+Method = Literal["random", "packed"]
+
+# Float noise the compiled model itself leaves on one-hots (discretising MLPs, softmax tails),
+# counted as an initial deviation of every categorical value.
+FLOAT_SLACK = 1e-4
+# Protected coordinates must be read back to within this (orthonormal axes give ~1e-7).
+PROTECTED_ATOL = 1e-5
+# A code for a reader of margin weight A targets overlap SAFETY / A (the exact limit is 1 / A).
+SAFETY = 0.9
+# Two-sided overlap targeted for s-ops whose values an attention head copies.
+COPY_OVERLAP = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadBound:
+    """The bound at one tolerant read: worst deviation of a read value and the margin used."""
+
+    layer: int
+    kind: str
+    deviation: float  # |x̂_i - x_i| is at most this for every read coordinate, every input
+    load: float  # must stay below 1 (lookup: A * worst one-sided move; unembed: on drop + off rise)
+
+
+@dataclasses.dataclass(frozen=True)
+class InterferenceBound:
+    """Result of :func:`interference_bound`."""
+
+    protected_error: float  # max |G - I| on rows of protected coordinates
+    reads: tuple[ReadBound, ...]
+    claims_exact: bool
+
+    @property
+    def max_load(self) -> float:
+        return max((r.load for r in self.reads), default=0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalyticReport:
+    """What an analytic projection promises and what it achieved."""
+
+    method: str
+    residual_dim: int
+    d: int
+    protected: int  # coordinates on their own axes
+    bound: InterferenceBound
+    claimed_exact: bool
+    measured_exact: bool | None = None  # every evaluated input equals RASP (None: not measured)
+    sequence_accuracy: float | None = None
+    inputs_checked: int = 0
+    inputs_enumerated: bool = False
+
+
+def interference_bound(structure: ResidualStructure, w: np.ndarray) -> InterferenceBound:
+    """Bound the read deviations of the model compressed by ``w`` (see the module docstring).
+
+    State carried through the sub-layers: ``rho`` bounds how far an on value has drifted from 1
+    and ``nu`` how far an off value has drifted from 0 (both start at ``FLOAT_SLACK``). At a read
+    of categorical coordinate ``i`` of s-op ``g`` at sub-layer ``l``, with ``G = w wᵀ``:
+
+    * another s-op ``h`` present at ``l`` adds at most ``(1+rho) max_k |G_ik| + nu sum_k |G_ik|``
+      (one value of ``h`` on, the others off);
+    * ``g`` itself adds ``max_{j!=i} G_ij (1+rho)`` upwards when ``i`` is off and another value is
+      on (one-sided: a negative overlap only lowers an off read), and ``nu sum_{j!=i} |G_ij|``;
+    * an on ``i`` reads ``G_ii x_i`` with ``x_i`` in ``[1-rho, 1+rho]``.
+
+    A lookup unit ``relu(sum a_j x_j - b)`` (exact pre-activation 1 on, <= -1 off, ``sum a_j <= A``)
+    stays exact when ``A * (largest move) < 1``: off units then write exactly 0, and an on unit (all
+    its inputs on) drifts by at most ``A`` times the largest move of an on value. A
+    value copy moves values by the read deviation. The unembedding's argmax is right when the
+    largest drop of an on logit plus the largest rise of an off logit is below 1.
+    """
+    w = np.asarray(w, np.float64)
+    gram = w @ w.T
+    eye = np.eye(len(gram))
+    protected = list(structure.protected)
+    protected_error = float(np.abs(gram[protected] - eye[protected]).max()) if protected else 0.0
+    group_of = structure.group_of()
+    members = [np.asarray(g, dtype=np.int64) for g in structure.groups]
+    written = np.asarray(structure.written_at)
+    rho = nu = FLOAT_SLACK
+    reads: list[ReadBound] = []
+    ok = protected_error <= PROTECTED_ATOL
+    for layer in sorted({r.layer for r in structure.reads}):
+        new_rho, new_nu = rho, nu
+        for read in (r for r in structure.reads if r.layer == layer):
+            off_up = off_down = on_up = on_down = 0.0
+            for i in read.coords:
+                own = group_of[i]
+                cross = 0.0
+                for h, coords in enumerate(members):
+                    if h == own:
+                        continue
+                    present = coords[written[coords] < layer]
+                    if present.size:
+                        row = np.abs(gram[i, present])
+                        cross += (1 + rho) * row.max() + nu * row.sum()
+                others = members[own][members[own] != i]
+                within = gram[i, others]
+                spread = nu * (np.abs(within).sum() + abs(gram[i, i])) + cross
+                top = max(float(within.max()), 0.0) if within.size else 0.0
+                bottom = max(float(-within.min()), 0.0) if within.size else 0.0
+                off_up = max(off_up, top * (1 + rho) + spread)
+                off_down = max(off_down, bottom * (1 + rho) + spread)
+                on_up = max(on_up, max(gram[i, i] * (1 + rho) - 1, 0.0) + spread)
+                on_down = max(on_down, max(1 - gram[i, i] * (1 - rho), 0.0) + spread)
+            deviation = max(off_up, off_down, on_up, on_down)
+            if read.kind == "lookup":
+                load = read.weight * max(off_up, on_up, on_down)
+                new_rho = max(new_rho, read.weight * max(on_up, on_down))  # only on units write
+            elif read.kind == "copy":
+                load = 0.0
+                new_rho, new_nu = max(new_rho, on_up, on_down), max(new_nu, off_up, off_down)
+            elif read.kind == UNEMBED:
+                load = on_down + off_up
+            else:
+                raise ValueError(f"unknown read kind {read.kind!r}")
+            ok = ok and load < 1.0
+            reads.append(ReadBound(layer, read.kind, float(deviation), float(load)))
+        rho, nu = new_rho, new_nu
+    return InterferenceBound(protected_error, tuple(reads), bool(ok))
+
+
+def _check_width(structure: ResidualStructure, d: int) -> int:
+    p = len(structure.protected)
+    if d < p:
+        raise ValueError(f"d={d} is below the {p} protected coordinates of this model (numerical s-ops, one, BOS, "
+                         f"attention query/key reads); choose d >= {p}")
+    return p
+
+
+def random_projection(structure: ResidualStructure, d: int, seed: int = 0) -> np.ndarray:
+    """Protected coordinates on axes ``0..p-1``; every other categorical coordinate on a random unit
+    vector in the last ``d - p`` dimensions (``constructions.features.random_unit_features``)."""
+    p = _check_width(structure, d)
+    w = np.zeros((structure.residual_dim, d), np.float64)
+    w[list(structure.protected), np.arange(p)] = 1.0
+    rest = [i for g in structure.groups for i in g if i not in set(structure.protected)]
+    if rest:
+        if d == p:
+            raise ValueError(f"d={d} leaves no dimension for the {len(rest)} categorical coordinates; use d > {p}")
+        features = random_unit_features("residual", len(rest), d - p, seed)
+        w[rest, p:] = features.write
+    return w.astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupNeed:
+    """One s-op's free coordinates and the overlap its readers tolerate."""
+
+    coords: tuple[int, ...]
+    limit: float
+    one_sided: bool
+
+
+def group_needs(structure: ResidualStructure) -> list[GroupNeed]:
+    """Per categorical s-op with free coordinates: the overlap its code may have."""
+    group_of = structure.group_of()
+    free = set(structure.free)
+    limits: dict[int, float] = {}
+    one_sided: dict[int, bool] = {}
+    for read in structure.reads:
+        weight = read.weight if read.kind == "lookup" else 2.0
+        for i in read.coords:
+            g = group_of[i]
+            limits[g] = min(limits.get(g, 1.0), SAFETY / weight)
+            if read.kind == "copy":
+                limits[g] = min(limits[g], COPY_OVERLAP)
+                one_sided[g] = False
+            one_sided.setdefault(g, True)
+    needs = []
+    for g, coords in enumerate(structure.groups):
+        mine = tuple(i for i in coords if i in free)
+        if mine:
+            needs.append(GroupNeed(mine, limits.get(g, SAFETY / 2), one_sided.get(g, True)))
+    return needs
+
+
+def packed_width(structure: ResidualStructure, seed: int = 0) -> int:
+    """The d at which :func:`packed_projection` gives every s-op its full-margin code."""
+    codes = [smallest_code(len(n.coords), n.limit, n.one_sided, seed) for n in group_needs(structure)]
+    return len(structure.protected) + sum(c.shape[1] for c in codes)
+
+
+def packed_projection(structure: ResidualStructure, d: int, seed: int = 0) -> np.ndarray:
+    """Protected axes, zero columns for unread coordinates, and one code block per s-op.
+
+    Each s-op gets the fewest dimensions whose code meets its readers' overlap limit; when ``d``
+    is too small for all of them, the widest blocks are narrowed one dimension at a time (codes
+    with a larger overlap, which the bound then judges).
+    """
+    p = _check_width(structure, d)
+    needs = group_needs(structure)
+    codes = [smallest_code(len(n.coords), n.limit, n.one_sided, seed) for n in needs]
+    widths = [c.shape[1] for c in codes]
+    budget = d - p
+    if needs and budget < len(needs):
+        raise ValueError(f"d={d} leaves {budget} dimensions for {len(needs)} categorical s-ops; "
+                         f"the packed projection needs d >= {p + len(needs)}")
+    while sum(widths) > budget:
+        widest = int(np.argmax(widths))
+        widths[widest] -= 1
+    w = np.zeros((structure.residual_dim, d), np.float64)
+    w[list(structure.protected), np.arange(p)] = 1.0
+    column = p
+    for need, code, width in zip(needs, codes, widths):
+        if width != code.shape[1]:
+            code = exclusive_code(len(need.coords), width, need.one_sided, seed)
+        w[list(need.coords), column:column + width] = code
+        column += width
+    return w.astype(np.float32)
+
+
+def projection(structure: ResidualStructure, method: Method, d: int, seed: int = 0) -> np.ndarray:
+    """The ``method`` projection at width ``d``."""
+    if method == "random":
+        return random_projection(structure, d, seed)
+    if method == "packed":
+        return packed_projection(structure, d, seed)
+    raise ValueError(f"unknown analytic method {method!r}; use 'random' or 'packed'")
+
+
+def min_width(structure: ResidualStructure, method: Method) -> int:
+    """The smallest d the construction accepts."""
+    p = len(structure.protected)
+    if method == "packed":
+        return p + len(group_needs(structure))
+    has_rest = any(i not in set(structure.protected) for g in structure.groups for i in g)
+    return p + (1 if has_rest else 0)
+

@@ -1,0 +1,71 @@
+"""Codes for mutually exclusive values: n unit vectors in k dimensions with small overlaps.
+
+Only one value of a categorical s-op is on at a position, so its n value directions need not be
+orthogonal: a thresholded reader of value i sees ``<w_i, w_j>`` when value j is on, and tolerates
+anything below its margin. With ``one_sided`` codes only the largest *positive* overlap counts
+(a negative read pushes a ReLU threshold further off), so 2k values fit in k dimensions at overlap 0
+(the cross-polytope ``±e_i``) and 5 fit in 2 (a pentagon, overlap cos 72° ≈ 0.31). Two-sided codes
+bound ``|<w_i, w_j>|`` (needed where a value is copied, not thresholded).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def code_overlap(code: np.ndarray, one_sided: bool) -> float:
+    """Largest ``<w_i, w_j>`` (``one_sided``) or ``|<w_i, w_j>|`` over ``i != j``; -inf for n < 2."""
+    n = code.shape[0]
+    if n < 2:
+        return float("-inf")
+    gram = code.astype(np.float64) @ code.T.astype(np.float64)
+    np.fill_diagonal(gram, -np.inf)
+    return float(gram.max() if one_sided else np.abs(np.where(np.isinf(gram), 0.0, gram)).max())
+
+
+def exclusive_code(n: int, k: int, one_sided: bool, seed: int = 0, iterations: int = 400) -> np.ndarray:
+    """``(n, k)`` unit rows with a small largest overlap (see :func:`code_overlap`).
+
+    Exact constructions where they are optimal (``n <= k``: the identity; one-sided ``n <= 2k``:
+    ``±e_i``), else a seeded projected-gradient descent on a soft maximum of the overlaps.
+    """
+    if n < 1 or k < 1:
+        raise ValueError(f"need n >= 1 values and k >= 1 dimensions, got n={n}, k={k}")
+    if n <= k:
+        return np.eye(n, k)
+    if one_sided and n <= 2 * k:
+        eye = np.eye(k)
+        return np.concatenate([eye, -eye])[:n]
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((n, k))
+    w /= np.linalg.norm(w, axis=1, keepdims=True)
+    best, best_value = w.copy(), code_overlap(w, one_sided)
+    mask = ~np.eye(n, dtype=bool)
+    for step in range(iterations):
+        gram = w @ w.T
+        target = gram if one_sided else np.abs(gram)
+        beta = 10.0 + 90.0 * step / iterations  # soft max sharpens as it converges
+        logits = np.where(mask, beta * target, -np.inf)
+        weights = np.exp(logits - logits[mask].max())
+        weights /= weights.sum()
+        signed = weights if one_sided else weights * np.sign(gram)
+        grad = (signed + signed.T) @ w
+        w = w - 0.05 * grad / (np.abs(grad).max() + 1e-12)
+        w /= np.linalg.norm(w, axis=1, keepdims=True)
+        value = code_overlap(w, one_sided)
+        if value < best_value:
+            best, best_value = w.copy(), value
+    return best
+
+
+def smallest_code(n: int, limit: float, one_sided: bool, seed: int = 0) -> np.ndarray:
+    """The code of n values in the fewest dimensions whose largest overlap is at most ``limit``.
+
+    Falls back to the identity (overlap 0) when no smaller code is found.
+    """
+    upper = n if not one_sided else max(1, -(-n // 2))
+    for k in range(1, upper):
+        code = exclusive_code(n, k, one_sided, seed)
+        if code_overlap(code, one_sided) <= limit:
+            return code
+    return exclusive_code(n, upper, one_sided, seed)

@@ -1,0 +1,191 @@
+"""What a compiled model reads and writes, per residual coordinate: the input to analytic projections.
+
+Everything here is read off the compiled weights (``ModelConfig`` sparsity patterns and values)
+and the labelled residual space, so it is exactly what the forward pass does:
+
+A coordinate counts as *read* by an MLP only through hidden units that write something: a lookup
+unit whose table entry is None (or the number 0) changes nothing whatever it sees.
+
+* **groups**: the coordinates of one categorical s-op (``name:value``); at any position at most
+  one of them is on (values are mutually exclusive).
+* **protected** coordinates: any coordinate that is not a categorical value (numerical s-ops,
+  ``one``, attention-internal directions), ``tokens:BOS``, and every categorical coordinate read
+  by something that is not a thresholded lookup: attention queries and keys (the softmax turns any
+  interference into a changed pattern), MLPs that write numbers or do not threshold, value reads
+  of heads that write numbers. An analytic projection gives these their own orthonormal axes.
+* **reads**: per sub-layer, the tolerant readers of the remaining categorical coordinates and
+  their margin (the ``A`` of :func:`compression.analytic.interference_bound`).
+* **written_at**: the sub-layer writing each coordinate (-1 for the embedding); a coordinate is
+  *present* from then on, because the residual stream never erases anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from compiler import CompiledModel
+from compiler.model import MODULE_NAME, AttentionSpec, SparseLinear
+
+EMBEDDING = -1
+UNEMBED = "unembed"
+
+
+@dataclasses.dataclass(frozen=True)
+class TolerantRead:
+    """Sub-layer ``layer`` reads categorical ``coords`` through a reader that tolerates noise.
+
+    ``kind``: ``"lookup"`` (a ReLU unit ``relu(sum a_i x_i - b)`` with exact pre-activation 1 when
+    on and <= -1 when off; ``weight`` is the largest ``sum a_i`` over its categorical inputs),
+    ``"copy"`` (an attention value read copying categorical values, ``weight`` 1) or
+    ``"unembed"`` (the argmax of the output logits, ``layer`` = number of sub-layers).
+    """
+
+    layer: int
+    kind: str
+    coords: tuple[int, ...]
+    weight: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualStructure:
+    """Groups, protected and unread coordinates, tolerant reads and write times of one model."""
+
+    labels: tuple[str, ...]
+    groups: tuple[tuple[int, ...], ...]  # categorical s-ops, coordinates in residual order
+    protected: tuple[int, ...]
+    unread: tuple[int, ...]  # read by no sub-layer and not by the unembedding
+    reads: tuple[TolerantRead, ...]
+    written_at: tuple[int, ...]  # per coordinate: sub-layer index, or -1 for the embedding
+    num_sublayers: int
+
+    @property
+    def residual_dim(self) -> int:
+        return len(self.labels)
+
+    @property
+    def free(self) -> tuple[int, ...]:
+        """Categorical coordinates that are read, and only by tolerant readers."""
+        blocked = set(self.protected) | set(self.unread)
+        return tuple(i for group in self.groups for i in group if i not in blocked)
+
+    def group_of(self) -> dict[int, int]:
+        """Coordinate -> index of its group (categorical coordinates only)."""
+        return {i: g for g, group in enumerate(self.groups) for i in group}
+
+
+def _full(spec: SparseLinear, param: np.ndarray, in_width: int, out_width: int) -> np.ndarray:
+    return spec.full_matrix(np.asarray(param), in_width, out_width)
+
+
+def _nonzero_rows(matrix: np.ndarray) -> set[int]:
+    return set(np.nonzero(np.any(matrix != 0, axis=1))[0].tolist())
+
+
+def _nonzero_cols(matrix: np.ndarray) -> set[int]:
+    return set(np.nonzero(np.any(matrix != 0, axis=0))[0].tolist())
+
+
+def residual_structure(compiled: CompiledModel) -> ResidualStructure:
+    """Analyse ``compiled``'s weights (see the module docstring)."""
+    config = compiled.config
+    labels = tuple(config.residual_labels)
+    width = len(labels)
+    basis = compiled.residual_space.basis
+    by_name: dict[str, list[int]] = {}
+    categorical = set()
+    for i, direction in enumerate(basis):
+        if direction.value is not None and not labels[i].endswith("_hidden_attn"):
+            by_name.setdefault(direction.name, []).append(i)
+            categorical.add(i)
+    bos = {i for i, label in enumerate(labels) if label == "tokens:BOS"}
+    protected = (set(range(width)) - categorical) | bos
+    params = compiled.params
+
+    def weights(module: str) -> dict[str, np.ndarray]:
+        return params.get(f"{MODULE_NAME}/{module}", {})
+
+    written_at = [None] * width
+    embed = weights("embed")
+    embedded = _nonzero_cols(_full(config.token_embed, embed["token"], config.vocab_size, width))
+    if "position" in embed:
+        embedded |= _nonzero_cols(_full(config.pos_embed, embed["position"], config.max_seq_len + 1, width))
+    for i in embedded:
+        written_at[i] = EMBEDDING
+
+    read_any: set[int] = set()
+    candidate_reads: list[TolerantRead] = []
+    for index, layer in enumerate(config.layers):
+        w = weights(f"layer_{index}")
+        if isinstance(layer, AttentionSpec):
+            for h, head in enumerate(layer.heads):
+                q = _nonzero_rows(_full(head.w_q, w[f"head_{h}_q"], width, head.w_q.shape[1]))
+                k = _nonzero_rows(_full(head.w_k, w[f"head_{h}_k"], width, head.w_k.shape[1]))
+                v = _nonzero_rows(_full(head.w_v, w[f"head_{h}_v"], width, head.w_v.shape[1]))
+                out = _nonzero_cols(_full(head.w_o, w[f"head_{h}_o"], head.w_o.shape[0], width))
+                read_any |= q | k | v
+                protected |= q | k
+                if out <= categorical:
+                    candidate_reads.append(TolerantRead(index, "copy", tuple(sorted(v & categorical)), 1.0))
+                else:
+                    protected |= v
+                _mark_written(written_at, out, index)
+        else:
+            hidden = layer.w_in.shape[1]
+            w_in = _full(layer.w_in, w["w_in"], width, hidden) if hidden else np.zeros((width, 0))
+            w_out = _full(layer.w_out, w["w_out"], hidden, width) if hidden else np.zeros((0, width))
+            out = _nonzero_cols(w_out)
+            # A hidden unit that writes nothing (a table entry of None or 0) cannot change the
+            # output whatever it reads, so its inputs do not count as read.
+            w_in = w_in[:, sorted(_nonzero_rows(w_out))] if layer.activation != "bilinear" else w_in
+            reads = _nonzero_rows(w_in)
+            read_any |= reads
+            cat_reads = sorted(reads & categorical - protected)
+            weight = _lookup_weight(w_in, cat_reads, labels)
+            if cat_reads and (layer.activation != "relu" or not out <= categorical or weight is None):
+                protected |= set(cat_reads)
+            elif cat_reads:
+                candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight))
+            _mark_written(written_at, out, index)
+    num_sublayers = len(config.layers)
+    unembed = _nonzero_rows(_full(config.unembed, weights("unembed")["w_u"], width, config.unembed.shape[1]))
+    read_any |= unembed
+    if compiled.config.numerical_output:
+        protected |= unembed
+    else:
+        candidate_reads.append(TolerantRead(num_sublayers, UNEMBED, tuple(sorted(unembed & categorical)), 1.0))
+
+    reads = tuple(
+        dataclasses.replace(r, coords=tuple(i for i in r.coords if i not in protected))
+        for r in candidate_reads
+    )
+    reads = tuple(r for r in reads if r.coords)
+    unread = tuple(i for i in range(width) if i not in read_any and i not in protected)
+    groups = tuple(tuple(coords) for coords in by_name.values())
+    stamps = tuple(EMBEDDING if t is None else t for t in written_at)
+    return ResidualStructure(labels, groups, tuple(sorted(protected)), unread, reads, stamps, num_sublayers)
+
+
+def _mark_written(written_at: list, coords: set[int], index: int) -> None:
+    for i in coords:
+        if written_at[i] is None:
+            written_at[i] = index
+
+
+def _lookup_weight(w_in: np.ndarray, cat_reads: list[int], labels: tuple[str, ...]) -> float | None:
+    """Largest ``sum a_i`` over categorical inputs of a thresholded unit; None if not thresholded.
+
+    A thresholded lookup unit has non-negative weights on its categorical inputs and a negative
+    weight on ``one`` (its threshold). Units that read no free categorical coordinate are ignored.
+    """
+    if not cat_reads:
+        return 0.0
+    one = labels.index("one") if "one" in labels else None
+    block = w_in[cat_reads]
+    used = np.any(block != 0, axis=0)
+    if np.any(block[:, used] < 0):
+        return None
+    if one is None or np.any(w_in[one, used] >= 0):
+        return None
+    return float(np.max(np.sum(block[:, used], axis=0)))

@@ -1,0 +1,129 @@
+"""Analytic projections: exact where the bound says so (all inputs), and the bound holds."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from compression.analytic import (
+    interference_bound, min_width, packed_projection, packed_width, random_projection,
+)
+from compression.codes import code_overlap, exclusive_code, smallest_code
+from compression.config import TrainConfig
+from compression.exactness import analytic_projection, exactness_check
+from compression.experiments.sweep import program_task
+from compression.projection import gram
+from compression.structure import UNEMBED, residual_structure
+from compression.train import Compressor
+
+# Small sizes: every input is enumerated. Together they exercise every tolerant reader: value
+# copies, lookups of margin weight 2 (Map) and 4 (SequenceMap), and the unembedding.
+PROGRAMS = [("length", 4), ("reverse", 3), ("detect_abc", 4), ("sort", 3), ("nary_sum_mod_4", 3)]
+
+
+@pytest.fixture(scope="module", params=PROGRAMS, ids=[f"{n}-{s}" for n, s in PROGRAMS])
+def case(request):
+    name, size = request.param
+    task = program_task(name, size)
+    check = exactness_check(task)
+    assert check.enumerated
+    return task, residual_structure(task.compiled), check
+
+
+def _measured_deviations(task, structure, w, ids):
+    """Per tolerant read: max |read in compressed run - read in compiled run| over non-PAD positions."""
+    model = task.model
+    ids = jnp.asarray(ids)
+    w = np.pad(w, ((0, 0), (0, w.shape[0] - w.shape[1])))  # zero columns: same W Wᵀ, one compilation
+    plain = [np.asarray(r) for r in model.forward(model.params, ids).residuals]
+    squeezed = [np.asarray(r) for r in model.forward(model.params, ids, projection=jnp.asarray(w)).residuals]
+    real = np.asarray(ids) != model.pad_id
+    out = []
+    for read in structure.reads:
+        snapshot = len(plain) - 1 if read.kind == UNEMBED else read.layer
+        diff = np.abs(squeezed[snapshot] - plain[snapshot])[..., list(read.coords)]
+        out.append(float(diff[real].max()))
+    return out
+
+
+def test_packed_projection_is_exact_where_its_bound_claims(case):
+    task, structure, check = case
+    d = packed_width(structure)
+    assert d < structure.residual_dim
+    w, report = analytic_projection(task, "packed", d, check=check, structure=structure)
+    assert report.claimed_exact and report.bound.max_load < 1.0
+    assert report.measured_exact and report.sequence_accuracy == 1.0
+    assert report.inputs_enumerated and report.inputs_checked == task.space.size()
+
+
+@pytest.mark.parametrize("method", ["packed", "random"])
+def test_bound_is_never_exceeded(case, method):
+    """Measured read deviations stay within the bound at every read the bound still vouches for
+    (all reads before the first one whose margin fails), at several widths."""
+    task, structure, check = case
+    lo = min_width(structure, method)
+    for d in sorted({lo, (lo + structure.residual_dim) // 2, packed_width(structure)}):
+        w = packed_projection(structure, d) if method == "packed" else random_projection(structure, d, seed=3)
+        bound = interference_bound(structure, w)
+        measured = _measured_deviations(task, structure, w, check.refs.ids)
+        for read, seen in zip(bound.reads, measured):
+            assert seen <= read.deviation + 1e-5, (d, read)
+            if read.load >= 1.0:
+                break
+        if bound.claims_exact:
+            assert check.is_exact(w), d
+
+
+def test_protected_coordinates_are_read_exactly(case):
+    task, structure, check = case
+    d = packed_width(structure)
+    g = gram(packed_projection(structure, d))
+    protected = list(structure.protected)
+    np.testing.assert_allclose(g[protected], np.eye(structure.residual_dim)[protected], atol=1e-6)
+    labels = structure.labels
+    assert labels.index("one") in protected and labels.index("tokens:BOS") in protected
+    for i in structure.unread:
+        assert np.all(g[i] == 0)
+
+
+def test_query_key_and_numerical_coordinates_are_protected():
+    task = program_task("frac_prevs", 4)  # numerical aggregate, numerical output
+    structure = residual_structure(task.compiled)
+    labels = structure.labels
+    for label in ("frac_prevs", "is_x", "one", "tokens:BOS"):
+        assert labels.index(label) in structure.protected
+    assert all(labels[i].startswith("indices") or labels[i] in ("one", "tokens:BOS", "frac_prevs", "is_x")
+               or labels[i].startswith("tokens") for i in structure.protected)
+    assert not structure.reads  # a numerical output leaves no tolerant reader
+
+
+def test_analytic_beats_nothing_below_protected_width():
+    task = program_task("reverse", 3)
+    structure = residual_structure(task.compiled)
+    p = len(structure.protected)
+    with pytest.raises(ValueError, match="protected coordinates"):
+        random_projection(structure, p - 1)
+    with pytest.raises(ValueError, match="packed projection needs d >="):
+        packed_projection(structure, p)
+
+
+def test_exclusive_codes():
+    cross = exclusive_code(6, 3, one_sided=True)
+    assert code_overlap(cross, one_sided=True) == 0.0
+    pentagon = exclusive_code(5, 2, one_sided=True)
+    assert code_overlap(pentagon, one_sided=True) < np.cos(2 * np.pi / 5) + 0.02
+    np.testing.assert_allclose(np.linalg.norm(pentagon, axis=1), 1.0, atol=1e-9)
+    assert smallest_code(5, 0.45, one_sided=True).shape == (5, 2)
+    assert smallest_code(4, 0.2, one_sided=False).shape == (4, 4)
+    with pytest.raises(ValueError, match="n >= 1"):
+        exclusive_code(0, 2, one_sided=True)
+
+
+def test_compressor_starts_from_a_given_projection():
+    task = program_task("length", 3)
+    structure = residual_structure(task.compiled)
+    d = packed_width(structure)
+    w = packed_projection(structure, d)
+    compressor = Compressor(task.model, task.space, TrainConfig(d=d, steps=10, chunk_size=10), initial_projection=w)
+    np.testing.assert_array_equal(np.asarray(compressor.init_state().projection), w)
+    with pytest.raises(ValueError, match="initial_projection has shape"):
+        Compressor(task.model, task.space, TrainConfig(d=d + 1, steps=10), initial_projection=w)
