@@ -142,6 +142,14 @@ def _description(model: CompiledModel, source: str | None, label: str | None) ->
         "output_encoder": serialize.output_encoder_to_json(model.output_encoder),
         "residual_basis": serialize.residual_basis_to_json(model.residual_space),
         "program": {"label": label if isinstance(label, str) else None, "source": source},
+        # Measured at compile time (absent in files of models whose bound is unknown).
+        "numerical_maps": {
+            "error_bound": model.numerical_error_bound,
+            "errors": {
+                label: [construction, error]
+                for label, (construction, error) in sorted((model.numerical_map_errors or {}).items())
+            },
+        },
     }
 
 
@@ -345,6 +353,9 @@ def read_model_file(path: PathLike) -> ModelFile:
         output_encoder = serialize.output_encoder_from_json(description["output_encoder"])
         residual = serialize.residual_basis_from_json(description["residual_basis"])
         program = description["program"]
+        numerical = description.get("numerical_maps", {})
+        error_bound = numerical.get("error_bound")
+        map_errors = {label: (kind, float(error)) for label, (kind, error) in numerical.get("errors", {}).items()}
     except (KeyError, TypeError, ValueError, IndexError) as error:
         raise _refuse(path, f"inconsistent: the model description is malformed ({error!r})") from None
     if tuple(str(d) for d in residual.basis) != config.residual_labels:
@@ -363,6 +374,8 @@ def read_model_file(path: PathLike) -> ModelFile:
         input_encoder=input_encoder,
         output_encoder=output_encoder,
         program=None,
+        numerical_error_bound=None if error_bound is None else float(error_bound),
+        numerical_map_errors=map_errors if error_bound is not None else None,
     )
     return ModelFile(
         model=model,

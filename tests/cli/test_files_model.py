@@ -343,3 +343,16 @@ def test_dense_matrix_edited_outside_its_coordinates_is_refused(saved, tmp_path)
     meta["weights_sha256"] = _weights_hash(tensors)
     meta["content_sha256"] = _content_hash(meta["model"], meta["weights_sha256"])
     assert "has non-zero entries outside the coordinates" in _refusal(_join(header, body), tmp_path)
+
+
+def test_numerical_error_bound_travels_with_the_file(tmp_path) -> None:
+    is_x = rasp.numerical(rasp.Map(lambda t: t == "x", rasp.tokens))
+    curve = rasp.numerical(rasp.Map(lambda f: 3 * f * f - 1.5, lib.make_frac_prevs(is_x))).named("curve")
+    model = compile_rasp(curve, {"x", "a"}, 8)
+    assert model.numerical_map_errors["curve"][1] == model.numerical_error_bound
+    assert 0 < model.numerical_error_bound <= 1e-4
+    path = tmp_path / "curve.safetensors"
+    save_model(model, path)
+    loaded = load_model(path)
+    assert loaded.numerical_error_bound == model.numerical_error_bound
+    assert loaded.numerical_map_errors == model.numerical_map_errors
