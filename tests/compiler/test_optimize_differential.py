@@ -47,6 +47,7 @@ def test_library_program_matches_rasp_with_and_without_passes(example, optimize)
         assert compared >= INPUTS * 0.9 and wrong == 0, (example.name, causal, compared, wrong)
 
 
+@pytest.mark.filterwarnings("ignore::compiler.errors.CausalSemanticsWarning")
 def test_fuzz_programs_match_rasp_optimised_and_not():
     compiled = changed = 0
     for seed in range(200):
@@ -57,7 +58,7 @@ def test_fuzz_programs_match_rasp_optimised_and_not():
             try:
                 plain = compile_rasp(program, vocab, 4, causal=causal, optimize=False)
             except CompilerError:
-                continue  # refused (e.g. reads later positions causally): same for both
+                continue  # refused (e.g. a None-able numerical s-op): same for both
             optimised = compile_rasp(program, vocab, 4, causal=causal)
             changed += bool(applied(optimised.graph))
             assert optimised.config.num_layers <= plain.config.num_layers, seed
