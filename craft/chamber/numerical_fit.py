@@ -79,11 +79,6 @@ def affine_coefficients(xs: np.ndarray, ys: np.ndarray) -> tuple[float, float] |
     return None
 
 
-def _gated_bias_row(first: np.ndarray, one_row: int, bos_row: int) -> None:
-    """Switch off every unit with a bias at BOS (where the numerical input is 0)."""
-    first[bos_row, :] = -(np.abs(first[one_row, :]) + 1.0)
-
-
 def affine_mlp(
     a: float,
     b: float,
@@ -134,7 +129,7 @@ def interpolation_mlp(
     first[one_row, 0] = 1.0
     first[x_row, 1:] = 1.0
     first[one_row, 1:] = -xs[knots]
-    _gated_bias_row(first, one_row, bos_row)
+    numerical_mlp.gate_bias_at_bos(first, one_row, bos_row)
     second = np.zeros((hidden.num_dims, 1))
     second[0, 0] = ys[0]
     second[1:, 0] = changes[knots]

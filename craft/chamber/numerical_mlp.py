@@ -216,7 +216,7 @@ def _discretising_mlp(
         biases = centres[:, None] + offsets[None, :]
         first[x_row, 1:] = np.repeat(slopes, 2)
         first[one_row, 1:] = biases.ravel()
-    first[bos_row, :] = -(np.abs(first[one_row, :]) + 1.0)
+    gate_bias_at_bos(first, one_row, bos_row)
 
     second = np.zeros((hidden.num_dims, output_space.num_dims))
     second[0] = targets[0]
@@ -231,6 +231,12 @@ def _default_hidden(output_space: VectorSpaceWithBasis, hidden_name: str | None)
     if output_space.num_dims == 0:
         raise ValueError("output space is empty; pass hidden_name explicitly")
     return f"{output_space.basis[0].name}_hidden"
+
+
+def gate_bias_at_bos(first: np.ndarray, one_row: int, bos_row: int) -> None:
+    """Switch off every hidden unit with a bias at BOS (where the numerical input is 0), so the
+    block writes nothing there (the BOS-zero invariant)."""
+    first[bos_row, :] = -(np.abs(first[one_row, :]) + 1.0)
 
 
 def map_numerical_mlp(
