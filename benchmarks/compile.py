@@ -29,17 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from compiler import CompilerError, compile_rasp  # noqa: E402
-from compiler.examples import EXAMPLES  # noqa: E402
+from compiler.cli.examples import EXAMPLES  # noqa: E402
 from compiler.fuzzing.differential import same_value  # noqa: E402
-from compiler.model import AttentionSpec, MLPSpec  # noqa: E402
-from compiler.weights import parameter_counts  # noqa: E402
+from compiler.model.transformer import AttentionSpec, MLPSpec  # noqa: E402
+from compiler.model.weights import parameter_counts  # noqa: E402
 from rasp import rasp  # noqa: E402
 
 COLD_SNIPPET = """
 import sys, time
 sys.path.insert(0, {root!r})
 from compiler import compile_rasp
-from compiler.examples import EXAMPLES
+from compiler.cli.examples import EXAMPLES
 example = EXAMPLES[{name!r}]
 program = example.build({n})
 start = time.perf_counter()

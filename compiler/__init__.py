@@ -1,6 +1,6 @@
 """The RASP compiler: trace, infer values, validate, lower to Craft, assemble, build the model."""
 
-from compiler.compiled_model import ApplyResult, CompiledModel, LabelledResidual
+from compiler.model.compiled_model import ApplyResult, CompiledModel, LabelledResidual
 from compiler.compiling import COMPILER_BOS, COMPILER_PAD, compile_rasp, compile_rasp_to_model
 from compiler.errors import (
     CausalSemanticsWarning,
@@ -10,7 +10,7 @@ from compiler.errors import (
     UnsupportedProgramError,
     ValueInferenceError,
 )
-from compiler.validate import validate
+from compiler.passes.validate import validate
 
 __all__ = [
     "ApplyResult",

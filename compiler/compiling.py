@@ -13,18 +13,18 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from compiler import graph as g
-from compiler.discretise import discretise_numerical_inputs
-from compiler.allocate import Allocator, longest_path
-from compiler.assemble import Embeddings, assemble
-from compiler.compiled_model import CompiledModel
-from compiler.encoders import InputEncoder, OutputEncoder
+from compiler.passes import graph as g
+from compiler.passes.discretise import discretise_numerical_inputs
+from compiler.passes.allocate import Allocator, longest_path
+from compiler.passes.assemble import Embeddings, assemble
+from compiler.model.compiled_model import CompiledModel
+from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
-from compiler.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
-from compiler.model import build
-from compiler.optimize import FACTOR_QK, optimize_graph, selected_passes
-from compiler.validate import check_graph, warn_causal_semantics
-from compiler.values import infer_values
+from compiler.passes.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
+from compiler.model.transformer import build
+from compiler.passes.optimize import FACTOR_QK, optimize_graph, selected_passes
+from compiler.passes.validate import check_graph, warn_causal_semantics
+from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
 from craft.blocks import SeriesWithResiduals, combine_in_parallel
 from craft.chamber.numerical_mlp import MIN_SHARPNESS
@@ -133,11 +133,11 @@ def compile_rasp(
     With `causal=True` the model computes `rasp.evaluate(program, xs, causal=True)`; when a
     selector may select later positions (so that can differ from the plain evaluation) a
     `CausalSemanticsWarning` names it, and `causal_strict=True` refuses the program instead.
-    `optimize` picks the optimisation passes (`compiler.optimize`): True (default) runs all of
+    `optimize` picks the optimisation passes (`compiler.passes.optimize`): True (default) runs all of
     them, False none (one block per s-op, Tracr's layout), or a collection of pass names.
 
     Raises `UnsupportedProgramError` listing every reason when the program cannot be compiled
-    exactly (see `compiler.validate`), `ValueInferenceError` when a value set cannot be computed,
+    exactly (see `compiler.passes.validate`), `ValueInferenceError` when a value set cannot be computed,
     and `InvalidInputError` for bad arguments.
     """
     tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)

@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 
 from compiler import CompiledModel
-from compiler.model import MODULE_NAME, AttentionSpec, SparseLinear
+from compiler.model.transformer import MODULE_NAME, AttentionSpec, SparseLinear
 
 EMBEDDING = -1
 UNEMBED = "unembed"

@@ -42,8 +42,8 @@ class HaikuFactModel:
 
 def assemble_fact_model(model: FactModel) -> HaikuFactModel:
     """Lay the fact model's blocks out as one attention + one MLP sub-layer and build it."""
-    from compiler.assemble import Embeddings, assemble
-    from compiler.model import build
+    from compiler.passes.assemble import Embeddings, assemble
+    from compiler.model.transformer import build
 
     residual = join_vector_spaces(model.residual_space)
     n = len(model.db.tokens)

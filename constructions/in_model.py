@@ -64,8 +64,8 @@ def build_construction_model(sublayers: Sequence, token_vectors: Sequence[Vector
 
     Token id 0 is BOS (writes ``tokens:BOS``); an extra last id is padding (writes nothing).
     """
-    from compiler.assemble import Embeddings, assemble
-    from compiler.model import build
+    from compiler.passes.assemble import Embeddings, assemble
+    from compiler.model.transformer import build
 
     blocks = [b for b in sublayers if b is not None]
     spaces = [VectorSpaceWithBasis([ONE, BOS])]

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from compiler.compiled_model import CompiledModel
+from compiler.model.compiled_model import CompiledModel
 from compiler.compiling import compile_rasp
 from compiler.errors import CausalSemanticsWarning, CompilerError
 from compiler.fuzzing import numpy_forward
 from compiler.fuzzing.buckets import refusal_bucket
-from compiler.validate import validate
+from compiler.passes.validate import validate
 from rasp import rasp
 
 EXACT, REFUSED, MISMATCH, CRASH, UNTESTED = "exact", "refused", "MISMATCH", "CRASH", "untested"

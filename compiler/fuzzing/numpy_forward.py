@@ -2,7 +2,7 @@
 
 Jitting a fresh Haiku model costs about a second of XLA compilation per program, which dominates
 a fuzzing run; this interpreter reads the very same `ModelConfig` and params (the assembled
-weights) and mirrors `compiler.model.CompiledTransformer` step by step without compiling anything.
+weights) and mirrors `compiler.model.transformer.CompiledTransformer` step by step without compiling anything.
 The fuzz driver still runs a share of the programs through the real JAX model (`--jax-every`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.model import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
+from compiler.model.transformer import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
 from craft.blocks import activate
 
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from compiler import CompiledModel, compile_rasp
-from compiler.examples import EXAMPLES
+from compiler.cli.examples import EXAMPLES
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import pytest
 from cli_helpers import PROGRAM_FILE
 
 from compiler.cli import main
-from compiler.cli_args import UsageError, parse_input, parse_token, parse_vocab
+from compiler.cli.args import UsageError, parse_input, parse_token, parse_vocab
 
 
 @pytest.fixture()
@@ -112,7 +112,7 @@ def test_validate_only_json(prog, capsys) -> None:
 
 
 def test_every_example_builds_and_evaluates_its_example_input() -> None:
-    from compiler.examples import EXAMPLES
+    from compiler.cli.examples import EXAMPLES
 
     for example in EXAMPLES.values():
         program = example.build(example.max_seq_len)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from cli_helpers import PROGRAM_FILE, CliRun, run_cli
 
-from compiler.files import read_model_file
+from compiler.io.files import read_model_file
 
 FRAC_INPUT = "BOS x a c x"
 

@@ -19,8 +19,8 @@ import pytest
 from cli_helpers import example_model
 
 from compiler import compile_rasp
-from compiler.examples import EXAMPLES
-from compiler.export import (
+from compiler.cli.examples import EXAMPLES
+from compiler.io.export import (
     PAD_MASK_LOGIT,
     ExportError,
     WeightProcessingWarning,
@@ -28,7 +28,7 @@ from compiler.export import (
     numpy_forward,
     to_transformer_lens,
 )
-from compiler.model import MLPSpec
+from compiler.model.transformer import MLPSpec
 from rasp import lib, rasp
 
 ATOL = 1e-5
@@ -307,7 +307,7 @@ def test_default_weight_processing_warns_and_would_change_outputs() -> None:
 
 @needs_tl
 def test_unsupported_transformer_lens_version_is_named(monkeypatch) -> None:
-    import compiler.export as export
+    import compiler.io.export as export
 
     monkeypatch.setattr(export, "transformer_lens_version", lambda: "2.16.1")
     with pytest.raises(ExportError, match=r"TransformerLens 2\.16\.1 is installed.*3\.x.*4\.x"):

@@ -20,11 +20,11 @@ import pytest
 from cli_helpers import example_model
 
 from compiler import ModelFileError, compile_rasp
-from compiler.encoders import InputEncoder
-from compiler.files import FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
-from compiler.model import MODULE_NAME
-from compiler.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
-from compiler.serialize import canonical_json, decode_value, encode_value
+from compiler.model.encoders import InputEncoder
+from compiler.io.files import FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
+from compiler.model.transformer import MODULE_NAME
+from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
+from compiler.io.serialize import canonical_json, decode_value, encode_value
 from rasp import lib, rasp
 
 
@@ -338,7 +338,7 @@ def test_dense_matrix_edited_outside_its_coordinates_is_refused(saved, tmp_path)
             a, b = entry["data_offsets"]
             tensors[key] = np.frombuffer(body[a:b], dtype="<f4").reshape(entry["shape"])
     meta = header["__metadata__"]
-    from compiler.files import _content_hash, _weights_hash
+    from compiler.io.files import _content_hash, _weights_hash
 
     meta["weights_sha256"] = _weights_hash(tensors)
     meta["content_sha256"] = _content_hash(meta["model"], meta["weights_sha256"])

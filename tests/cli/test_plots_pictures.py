@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from cli_helpers import example_model, example_tokens
 
-from compiler import plots
-from compiler.weights import head_weights
+from compiler.cli import plots
+from compiler.model.weights import head_weights
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from compiler import CompilerError, compile_rasp
-from compiler import graph as g
-from compiler.allocate import EMBEDDED_KINDS, longest_path, milp_schedule, node_inputs
-from compiler.discretise import discretise_numerical_inputs
-from compiler.examples import EXAMPLES
-from compiler.lower import fuse_elementwise
+from compiler.passes import graph as g
+from compiler.passes.allocate import EMBEDDED_KINDS, longest_path, milp_schedule, node_inputs
+from compiler.passes.discretise import discretise_numerical_inputs
+from compiler.cli.examples import EXAMPLES
+from compiler.passes.lower import fuse_elementwise
 from rasp import program_spec, random_programs, rasp
 
 from compiler_test_helpers import outputs_match, random_inputs

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from compiler import compile_rasp, compile_rasp_to_model
-from compiler.model import CompiledTransformer, build
+from compiler.model.transformer import CompiledTransformer, build
 from compiler_test_helpers import random_inputs
 from rasp import lib, rasp
 

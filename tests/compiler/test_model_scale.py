@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from compiler import compile_rasp
-from compiler.examples import EXAMPLES
-from compiler.model import SparseLinear
+from compiler.cli.examples import EXAMPLES
+from compiler.model.transformer import SparseLinear
 
 
 def _random_sparse(rng: np.random.Generator, shape: tuple[int, int], count: int) -> np.ndarray:

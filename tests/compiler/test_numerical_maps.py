@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler import UnsupportedProgramError, compile_rasp, validate
-from compiler.summary import model_summary
+from compiler.cli.summary import model_summary
 from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE
 from rasp import rasp
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from compiler import CompilerError, compile_rasp
-from compiler.examples import EXAMPLES
+from compiler.cli.examples import EXAMPLES
 from compiler.fuzzing.differential import run_model
-from compiler.optimize import PASSES, applied
+from compiler.passes.optimize import PASSES, applied
 from compiler_test_helpers import outputs_match, random_inputs
 from rasp import program_spec, random_programs, rasp
 

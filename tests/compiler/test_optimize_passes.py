@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from compiler import InvalidInputError, compile_rasp
-from compiler import graph as g
-from compiler.allocate import node_inputs
-from compiler.lower import fuse_elementwise
-from compiler.optimize import PASSES, applied, optimize_graph, selected_passes
-from compiler.optimize.fold_maps import FOLDED, fold_leaves, fold_maps_into_attention, value_map
-from compiler.optimize.fuse_inputs import fuse_map_inputs
-from compiler.optimize.prune_values import prune_values
-from compiler.selectors import Leaf
-from compiler.values import infer_values
+from compiler.passes import graph as g
+from compiler.passes.allocate import node_inputs
+from compiler.passes.lower import fuse_elementwise
+from compiler.passes.optimize import PASSES, applied, optimize_graph, selected_passes
+from compiler.passes.optimize.fold_maps import FOLDED, fold_leaves, fold_maps_into_attention, value_map
+from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
+from compiler.passes.optimize.prune_values import prune_values
+from compiler.passes.selectors import Leaf
+from compiler.passes.values import infer_values
 from craft.bases import VectorSpaceWithBasis
 from rasp import rasp
 
@@ -165,7 +165,7 @@ def test_prune_values_keeps_only_the_diagonal_after_fusing_a_map_into_its_reader
 
 
 def test_the_summary_names_every_optimisation():
-    from compiler.summary import model_summary, summary_text
+    from compiler.cli.summary import model_summary, summary_text
 
     program, _ = _parity_program()
     text = summary_text(model_summary(compile_rasp(program, VOCAB, 4)))

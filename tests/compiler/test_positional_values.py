@@ -5,9 +5,9 @@ import random
 import pytest
 
 from compiler import compile_rasp
-from compiler import graph as g
-from compiler.examples import EXAMPLES
-from compiler.values import infer_values
+from compiler.passes import graph as g
+from compiler.cli.examples import EXAMPLES
+from compiler.passes.values import infer_values
 from compiler_test_helpers import outputs_match, random_inputs
 from rasp import lib, rasp
 

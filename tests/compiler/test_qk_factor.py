@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.qk_factor import sparse_factors
+from compiler.passes.qk_factor import sparse_factors
 
 
 def _nonzeros(a: np.ndarray, b: np.ndarray) -> int:

@@ -3,8 +3,8 @@
 import pytest
 
 from compiler import compile_rasp
-from compiler import graph as g
-from compiler.summary import model_summary, summary_text
+from compiler.passes import graph as g
+from compiler.cli.summary import model_summary, summary_text
 from compiler_test_helpers import outputs_match, random_inputs
 from rasp import lib, rasp
 

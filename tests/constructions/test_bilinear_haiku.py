@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("compiler.assemble")
+pytest.importorskip("compiler.passes.assemble")
 
-from compiler.assemble import Embeddings, assemble  # noqa: E402
-from compiler.model import build  # noqa: E402
+from compiler.passes.assemble import Embeddings, assemble  # noqa: E402
+from compiler.model.transformer import build  # noqa: E402
 from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis  # noqa: E402
 
 from constructions.bilinear_craft import boolean_gate_mlp  # noqa: E402

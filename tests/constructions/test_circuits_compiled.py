@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-pytest.importorskip("compiler.assemble")
+pytest.importorskip("compiler.passes.assemble")
 
 import rasp  # noqa: E402
 from compiler import compile_rasp  # noqa: E402
@@ -94,8 +94,8 @@ def _feature_rows(features, residual):
 
 
 def test_sfb_head_feature_table_reproduces_bigrams_in_craft_and_assembled_model():
-    from compiler.assemble import Embeddings, assemble
-    from compiler.model import build
+    from compiler.passes.assemble import Embeddings, assemble
+    from compiler.model.transformer import build
     from craft.bases import join_vector_spaces
 
     from constructions.circuits import bilinear_table

@@ -62,7 +62,7 @@ def test_direct_path_for_single_object_predicates_and_random_db():
 
 
 def test_fact_model_runs_through_haiku():
-    pytest.importorskip("compiler.assemble")
+    pytest.importorskip("compiler.passes.assemble")
     from constructions.fact_haiku import assemble_fact_model
 
     db = example_database()

@@ -51,7 +51,7 @@ def test_two_layer_craft_model_matches_numpy():
 
 @pytest.fixture(scope="module")
 def construction_model():
-    pytest.importorskip("compiler.assemble")
+    pytest.importorskip("compiler.passes.assemble")
     from constructions.in_model import build_construction_model
 
     feats = random_unit_features("res", 64, 32, 0)

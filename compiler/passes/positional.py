@@ -1,6 +1,6 @@
 """Per-position value sets: a tighter, still sound, value inference for position-structured s-ops.
 
-The plain inference (`compiler.values`) gives every s-op one value set for all positions. That
+The plain inference (`compiler.passes.values`) gives every s-op one value set for all positions. That
 overcounts when values are tied to their position: `frac_prevs` at position q is k / (q + 1), so
 the difference of two such fractions has denominator q + 1 too, while combining the two global
 sets pairs every denominator with every other (384,089 values at length 50 instead of ~2,500).
@@ -30,8 +30,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from compiler import graph as g
-from compiler import selectors
+from compiler.passes import graph as g
+from compiler.passes import selectors
 from compiler.errors import UnsupportedProgramError
 from rasp import rasp
 

@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import networkx as nx
 import numpy as np
 
-from compiler.encoders import InputEncoder, OutputEncoder
-from compiler.model import AttentionSpec, ModelConfig, ModelOutput
+from compiler.model.encoders import InputEncoder, OutputEncoder
+from compiler.model.transformer import AttentionSpec, ModelConfig, ModelOutput
 from craft.bases import VectorSpaceWithBasis
 from craft.blocks import SeriesWithResiduals
 

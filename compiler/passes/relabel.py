@@ -11,7 +11,7 @@ rebuilt (same function, annotations and name), everything else keeps its identit
 
 from __future__ import annotations
 
-from compiler.discretise import rebuild, walk
+from compiler.passes.discretise import rebuild, walk
 from rasp import rasp
 
 

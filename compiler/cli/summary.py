@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from compiler.compiled_model import ApplyResult, CompiledModel
-from compiler.model import AttentionSpec, MLPSpec
-from compiler.optimize import applied
-from compiler.weights import parameter_counts
+from compiler.model.compiled_model import ApplyResult, CompiledModel
+from compiler.model.transformer import AttentionSpec, MLPSpec
+from compiler.passes.optimize import applied
+from compiler.model.weights import parameter_counts
 
 # Entries whose change between two residual snapshots exceeds this count as changed.
 CHANGE_TOLERANCE = 1e-6

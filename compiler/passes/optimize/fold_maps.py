@@ -27,9 +27,9 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from compiler import graph as g
-from compiler import selectors
-from compiler.allocate import node_inputs
+from compiler.passes import graph as g
+from compiler.passes import selectors
+from compiler.passes.allocate import node_inputs
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.maps import LinearMap
 from rasp import rasp

@@ -1,7 +1,7 @@
 """Trace a RASP program into a `networkx.DiGraph`.
 
 One node per RASP expression (s-ops and selectors), keyed by its label, made unique first
-(`compiler.relabel`: a second expression with a taken name becomes `name_2`; the node's `NAME`
+(`compiler.passes.relabel`: a second expression with a taken name becomes `name_2`; the node's `NAME`
 attribute keeps the user's name); an edge runs from each child to the expression that reads it. Later passes add node attributes (value set, output space,
 Craft blocks, layer); this pass records only the expression and what kind of operation it is.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.errors import UnsupportedProgramError
-from compiler.primitives import expand_length
-from compiler.relabel import unique_labels
+from compiler.passes.primitives import expand_length
+from compiler.passes.relabel import unique_labels
 from rasp import rasp
 
 # Node attribute names, shared by every pass.

@@ -8,7 +8,7 @@ the model.
 Heads are factored exactly: `W_QK` (queries x keys, restricted to the rows and columns it uses)
 is split into the connected components of its non-zero pattern, each becoming `I, Sᵀ` or `S, I`
 (the narrower), or, for the staircase matrices of order comparisons, a dyadic cover with
-`O(m log m)` non-zeros (`compiler.qk_factor`), so no floating-point factorisation error enters.
+`O(m log m)` non-zeros (`compiler.passes.qk_factor`), so no floating-point factorisation error enters.
 `W_OV` becomes `W_V = I, W_O = W_OV` or `W_V = W_OV, W_O = I`, whichever is narrower. Heads built with explicit factors (superposition
 constructions) keep them, and so keep their width `d_qk`.
 """
@@ -19,8 +19,8 @@ import dataclasses
 
 import numpy as np
 
-from compiler.qk_factor import sparse_factors
-from compiler.model import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.passes.qk_factor import sparse_factors
+from compiler.model.transformer import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 
@@ -123,7 +123,7 @@ def assemble(
 ) -> tuple[ModelConfig, Weights]:
     """Build the model config and weights; `sublayers[i]` is `None` for an empty sub-layer.
 
-    `sparse_qk` factors `W_QK` per component (`compiler.qk_factor`); False gives `I, W_QKᵀ`.
+    `sparse_qk` factors `W_QK` per component (`compiler.passes.qk_factor`); False gives `I, W_QKᵀ`.
     """
     if len(sublayers) % 2:
         sublayers = list(sublayers) + [None]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import networkx as nx
 
-from compiler import graph as g
-from compiler.optimize.fold_maps import APPLIED, map_operation
-from compiler.optimize.fuse_inputs import sequence_operation
+from compiler.passes import graph as g
+from compiler.passes.optimize.fold_maps import APPLIED, map_operation
+from compiler.passes.optimize.fuse_inputs import sequence_operation
 from rasp import rasp
 
 # Most function evaluations spent on one s-op; beyond it the inferred set is kept.

@@ -9,7 +9,7 @@ earlier positions, so validation refuses `length` with causal=True (`USES_LENGTH
 
 from __future__ import annotations
 
-from compiler.discretise import rebuild, walk
+from compiler.passes.discretise import rebuild, walk
 from rasp import rasp
 
 

@@ -15,7 +15,7 @@ Widths do not enter (a sub-layer holds any number of heads or MLP units), so min
 depth of each node minimises the layer count. `milp_schedule` checks this with an exact integer
 program (scipy's HiGHS) minimising the layer count directly; the tests compare both on every
 library program and on fuzz programs. Fewer layers than this need a different graph (the
-optimisation passes in `compiler.optimize` fold Maps into attention heads).
+optimisation passes in `compiler.passes.optimize` fold Maps into attention heads).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections.abc import Callable
 import networkx as nx
 import numpy as np
 
-from compiler import graph as g
-from compiler import selectors
+from compiler.passes import graph as g
+from compiler.passes import selectors
 
 # An allocator maps the lowered graph to {label: sub-layer index of the node's *last* block}.
 Allocator = Callable[[nx.DiGraph], dict[str, int]]

@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from compiler.compiled_model import CompiledModel
-from compiler.encoders import InputEncoder, OutputEncoder
+from compiler.model.compiled_model import CompiledModel
+from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import CompilerError
-from compiler.model import AttentionSpec, MLPSpec
-from compiler.weights import (
+from compiler.model.transformer import AttentionSpec, MLPSpec
+from compiler.model.weights import (
     head_weights,
     mlp_weights,
     position_embedding,

@@ -1,6 +1,6 @@
 """A compiled model's description (everything but the weight values) as plain JSON data.
 
-Used by `compiler.files`. Token and output values keep their Python type through a tagged form:
+Used by `compiler.io.files`. Token and output values keep their Python type through a tagged form:
 `["str", "a"]`, `["int", 3]`, `["float", "0x1.8p+0"]` (`float.hex`, exact), `["bool", true]`,
 `["none"]`, `["tuple", [...]]`, `["frozenset", [...]]`. Anything else cannot be stored and is
 refused with a `ModelFileError` at save time.
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from compiler.encoders import InputEncoder, OutputEncoder
+from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import ModelFileError
-from compiler.model import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.transformer import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 
 

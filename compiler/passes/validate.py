@@ -14,13 +14,13 @@ from typing import Any
 
 import networkx as nx
 
-from compiler import graph as g
-from compiler.discretise import discretise_numerical_inputs
-from compiler import selectors
-from compiler.allocate import node_inputs
+from compiler.passes import graph as g
+from compiler.passes.discretise import discretise_numerical_inputs
+from compiler.passes import selectors
+from compiler.passes.allocate import node_inputs
 from compiler.errors import CausalSemanticsWarning, CompilerError, UnsupportedProgramError
-from compiler.lower import NUMERICAL_FITS, fit_numerical_map, fuse_elementwise, numerical_map_operation
-from compiler.values import infer_values
+from compiler.passes.lower import NUMERICAL_FITS, fit_numerical_map, fuse_elementwise, numerical_map_operation
+from compiler.passes.values import infer_values
 from craft.bases import BasisDirection
 from craft.chamber import numerical_mlp
 from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE, measurable_values
@@ -371,7 +371,7 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
     except UnsupportedProgramError:
         always = False  # the selector problem itself is reported by _check_selector
     # A categorical Aggregate needs no check here: a numerical s-op aggregated categorically was
-    # given a one-hot copy by compiler.discretise, and a non-None default is written by the head
+    # given a one-hot copy by compiler.passes.discretise, and a non-None default is written by the head
     # (BOS carries it, lower.needs_bos_default).
     if rasp.is_numerical(expr):
         values = graph.nodes[sop][g.VALUE_SET]

@@ -34,10 +34,10 @@ from typing import Any, Literal
 import numpy as np
 import safetensors.numpy
 
-from compiler import serialize
-from compiler.compiled_model import CompiledModel
+from compiler.io import serialize
+from compiler.model.compiled_model import CompiledModel
 from compiler.errors import ModelFileError
-from compiler.model import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear, build
+from compiler.model.transformer import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear, build
 
 FORMAT = "tracr-compile-model"
 FORMAT_VERSION = 2

@@ -25,10 +25,10 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from compiler.compiled_model import ApplyResult, CompiledModel  # noqa: E402
-from compiler.model import AttentionSpec  # noqa: E402
-from compiler.summary import changed_entries  # noqa: E402
-from compiler.weights import head_weights  # noqa: E402
+from compiler.model.compiled_model import ApplyResult, CompiledModel  # noqa: E402
+from compiler.model.transformer import AttentionSpec  # noqa: E402
+from compiler.cli.summary import changed_entries  # noqa: E402
+from compiler.model.weights import head_weights  # noqa: E402
 
 CHANGED_COLOR = "#e6a000"
 CMAP = "RdBu_r"

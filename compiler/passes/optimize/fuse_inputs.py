@@ -2,7 +2,7 @@
 
 `SequenceMap(f, Map(g, X), Y)` computes `f(g(x), y)`; when nothing else reads the Map, one
 two-input lookup MLP over `X` and `Y` computes it directly, saving the Map's MLP sub-layer (and
-so often a layer) and its residual directions. (`compiler.lower.fuse_elementwise` already fuses
+so often a layer) and its residual directions. (`compiler.passes.lower.fuse_elementwise` already fuses
 the other direction, a Map *of* a SequenceMap.) When the fused inputs coincide (`f(g(x), x)`) the
 lowering builds a one-input MLP of `X`.
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import networkx as nx
 
-from compiler import graph as g
-from compiler.allocate import node_inputs
-from compiler.optimize.fold_maps import APPLIED, map_operation
+from compiler.passes import graph as g
+from compiler.passes.allocate import node_inputs
+from compiler.passes.optimize.fold_maps import APPLIED, map_operation
 from rasp import rasp
 
 

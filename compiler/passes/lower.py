@@ -16,10 +16,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from compiler import graph as g
-from compiler import selectors
-from compiler.allocate import EMBEDDED_KINDS, node_inputs
-from compiler.optimize import fold_maps
+from compiler.passes import graph as g
+from compiler.passes import selectors
+from compiler.passes.allocate import EMBEDDED_KINDS, node_inputs
+from compiler.passes.optimize import fold_maps
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
@@ -223,7 +223,7 @@ def direct_attention(
 ) -> tuple[BilinearMap, int]:
     """The summed 0/1 predicate matrix of a selector's conjunction, and its number of leaves.
 
-    `folds` (from `compiler.optimize.fold_maps`) names Maps whose inputs the head reads instead.
+    `folds` (from `compiler.passes.optimize.fold_maps`) names Maps whose inputs the head reads instead.
     """
     leaves = selectors.conjunction(selector)
     if folds:

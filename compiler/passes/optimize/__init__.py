@@ -10,14 +10,14 @@ lowering reads what a pass recorded on the nodes. `compile_rasp(..., optimize=..
 Passes:
 
 - `fold_maps`: a Map over a categorical s-op that only attention heads read is folded into their
-  `W_QK` (as keys or queries) and `W_OV` (as values), see `compiler.optimize.fold_maps`;
+  `W_QK` (as keys or queries) and `W_OV` (as values), see `compiler.passes.optimize.fold_maps`;
 - `fuse_inputs`: a categorical Map read only by one SequenceMap becomes part of that
-  SequenceMap's lookup MLP, see `compiler.optimize.fuse_inputs`;
+  SequenceMap's lookup MLP, see `compiler.passes.optimize.fuse_inputs`;
 - `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
   take (e.g. off the diagonal of a SequenceMap that now reads one s-op twice) are dropped, see
-  `compiler.optimize.prune_values`;
+  `compiler.passes.optimize.prune_values`;
 - `factor_qk`: at assembly, `W_QK` is factored per connected component, order comparisons as a
-  dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.qk_factor`); without
+  dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.passes.qk_factor`); without
   it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
 
 Every applied change is listed, one line each, in `graph.graph["optimizations"]` (shown by the
@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from compiler.errors import InvalidInputError
-from compiler.optimize.fold_maps import APPLIED, fold_maps_into_attention
-from compiler.optimize.fuse_inputs import fuse_map_inputs
-from compiler.optimize.prune_values import prune_values
+from compiler.passes.optimize.fold_maps import APPLIED, fold_maps_into_attention
+from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
+from compiler.passes.optimize.prune_values import prune_values
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
 

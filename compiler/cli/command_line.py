@@ -13,9 +13,9 @@ import sys
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from compiler.cli_args import ProgramError, UsageError, load_program, parse_input, parse_vocab
+from compiler.cli.args import ProgramError, UsageError, load_program, parse_input, parse_vocab
 from compiler.errors import CompilerError
-from compiler.examples import EXAMPLES
+from compiler.cli.examples import EXAMPLES
 
 PROG = "tracr-compile"
 
@@ -117,7 +117,7 @@ def _print_json(data: dict) -> None:
 
 
 def _validate(program: Any, vocab: tuple, max_seq_len: int, args: argparse.Namespace) -> int:
-    from compiler.validate import validate
+    from compiler.passes.validate import validate
 
     problems = validate(program, vocab, max_seq_len, causal=args.causal, causal_strict=args.causal_strict)
     if args.json:
@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
     _check_sources(args)
     report: dict[str, Any] = {}
     if args.load:
-        from compiler.files import read_model_file
+        from compiler.io.files import read_model_file
 
         loaded = read_model_file(args.load)
         model, source, default_input = loaded.model, loaded.source, None
@@ -165,12 +165,12 @@ def _outputs(
     model: Any, args: argparse.Namespace, report: dict, program: tuple[str | None, str | None], default_input: tuple | None
 ) -> int:
     """Summary, saving, running and pictures; `program` is (source text, label) for saving."""
-    from compiler.summary import format_value, jsonable, model_summary, residual_table, summary_text
+    from compiler.cli.summary import format_value, jsonable, model_summary, residual_table, summary_text
 
     report.update(model_summary(model))
     text = [f"program: {report['program']}", summary_text(report)]
     if args.out:
-        from compiler.files import save_model
+        from compiler.io.files import save_model
 
         path = save_model(model, args.out, source=program[0], label=program[1])
         report["saved"] = str(path)
@@ -192,7 +192,7 @@ def _outputs(
         if args.input is not None:
             text.append(residual_table(result, tokens))
     if args.plot:
-        from compiler.plots import plot_all
+        from compiler.cli.plots import plot_all
 
         written = plot_all(model, tokens, args.plot)
         report["plots"] = [str(p) for p in written]

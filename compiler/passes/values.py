@@ -7,7 +7,7 @@ input values, e.g. 2/3 after `frac_prevs`, and the MLPs downstream must know it)
 
 The result is stored on the graph: `VALUE_SET` (a frozenset without `None`), `NULLABLE`
 (whether the s-op can be `None` at a real position) and `BY_POSITION` (per-position value sets
-where the s-op's values are tied to positions, `compiler.positional`, else None; `VALUE_SET` is
+where the s-op's values are tied to positions, `compiler.passes.positional`, else None; `VALUE_SET` is
 then their union, a tighter sound set).
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from compiler import graph as g
-from compiler import selectors
-from compiler.positional import infer_positional
+from compiler.passes import graph as g
+from compiler.passes import selectors
+from compiler.passes.positional import infer_positional
 from compiler.errors import UnsupportedProgramError, ValueInferenceError
 from rasp import rasp
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import networkx as nx
 
-from compiler import graph as g
+from compiler.passes import graph as g
 from compiler.errors import UnsupportedProgramError
 from rasp import rasp
 

@@ -1,0 +1,1 @@
+"""Model files, their serialisation and the TransformerLens export."""

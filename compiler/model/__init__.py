@@ -1,0 +1,1 @@
+"""The compiled model: configuration records, the Haiku transformer, encoders, weight access."""
