@@ -13,13 +13,13 @@ import time
 
 import numpy as np
 
-from constructions.boolean_circuit import build_two_layer_circuit, measure_circuit
-from constructions.features import random_unit_features
-from constructions.measure_sfb import measure_bigrams
-from constructions.measure_uand import exhaustive_inputs, measure_superposed, measure_uand, random_inputs
-from constructions.sfb import build_sfb_random_projection, random_bigrams
-from constructions.targeted import build_targeted_uand, gate_inputs, measure_targeted, random_pair_gates
-from constructions.uand import build_uand
+from constructions.superposition.boolean_circuit import build_two_layer_circuit, measure_circuit
+from constructions.superposition.features import random_unit_features
+from constructions.superposition.measure_sfb import measure_bigrams
+from constructions.superposition.measure_uand import exhaustive_inputs, measure_superposed, measure_uand, random_inputs
+from constructions.superposition.sfb import build_sfb_random_projection, random_bigrams
+from constructions.superposition.targeted import build_targeted_uand, gate_inputs, measure_targeted, random_pair_gates
+from constructions.superposition.uand import build_uand
 
 
 def table(title: str, header: list[str], rows: list[list]) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 
 from compression.codes import exclusive_code, smallest_code
 from compression.structure import UNEMBED, ResidualStructure
-from constructions.features import random_unit_features
+from constructions.superposition.features import random_unit_features
 
 Method = Literal["random", "packed"]
 
@@ -160,7 +160,7 @@ def _check_width(structure: ResidualStructure, d: int) -> int:
 
 def random_projection(structure: ResidualStructure, d: int, seed: int = 0) -> np.ndarray:
     """Protected coordinates on axes ``0..p-1``; every other categorical coordinate on a random unit
-    vector in the last ``d - p`` dimensions (``constructions.features.random_unit_features``)."""
+    vector in the last ``d - p`` dimensions (``constructions.superposition.features.random_unit_features``)."""
     p = _check_width(structure, d)
     w = np.zeros((structure.residual_dim, d), np.float64)
     w[list(structure.protected), np.arange(p)] = 1.0

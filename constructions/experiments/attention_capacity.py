@@ -1,6 +1,6 @@
 """Reproduce the attention-capacity toy experiment at a 2-core size and print it beside the paper.
 
-Trains small attention-only layers on random databases (``constructions.capacity_training``)
+Trains small attention-only layers on random databases (``constructions.facts.capacity_training``)
 and prints, per pair, the database's slice bound (Proposition 2.1), the layer's capacity
 ``d_model + n_heads * d_vo`` (inequality 9), and recall accuracy under argmax and softmax >= tau.
 Run: ``python -m constructions.experiments.attention_capacity [--steps 2000] [--seeds 1]``.
@@ -12,9 +12,9 @@ import argparse
 import time
 from dataclasses import dataclass
 
-from constructions.capacity_training import CapacityResult, LayerShape, TrainConfig, train_on_database
-from constructions.fact_metrics import TAUS
-from constructions.facts import random_database
+from constructions.facts.capacity_training import CapacityResult, LayerShape, TrainConfig, train_on_database
+from constructions.facts.metrics import TAUS
+from constructions.facts.database import random_database
 
 # (n_subjects, n_predicates, n_objects, rho) -> layers trained on it.
 GRID: tuple[tuple[tuple[int, int, int, float], tuple[tuple[int, int, int, int], ...]], ...] = (

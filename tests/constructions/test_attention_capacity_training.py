@@ -2,9 +2,9 @@
 
 import pytest
 
-from constructions.capacity_training import LayerShape, TrainConfig, train_on_database
+from constructions.facts.capacity_training import LayerShape, TrainConfig, train_on_database
 from constructions.experiments.attention_capacity import main
-from constructions.facts import random_database
+from constructions.facts.database import random_database
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis
 from craft.blocks import MLP
 from craft.maps import LinearMap
 
-from constructions.bilinear import (
+from constructions.bilinear.layer import (
     BilinearLayer,
     apply_tensor,
     augment_embedding,
@@ -19,12 +19,12 @@ from constructions.bilinear import (
     symmetrise,
     with_constant,
 )
-from constructions.bilinear_craft import (
+from constructions.bilinear.to_craft import (
     boolean_gate_mlp,
     mlp_interaction,
     square_as_bilinear,
 )
-from constructions.bilinear_gates import (
+from constructions.bilinear.gates import (
     AND3,
     MAJORITY3,
     PARITY3,

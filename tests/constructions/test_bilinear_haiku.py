@@ -9,7 +9,7 @@ from compiler.passes.assemble import Embeddings, assemble  # noqa: E402
 from compiler.model.transformer import build  # noqa: E402
 from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis  # noqa: E402
 
-from constructions.bilinear_craft import boolean_gate_mlp  # noqa: E402
+from constructions.bilinear.to_craft import boolean_gate_mlp  # noqa: E402
 
 X, Y, ONE = BasisDirection("x"), BasisDirection("y"), BasisDirection("one")
 BOS = BasisDirection("tokens", "BOS")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from constructions.circuits import (
+from constructions.circuits.attention_only import (
     AttentionOnlyModel,
     HeadWeights,
     bilinear_table,
@@ -15,8 +15,8 @@ from constructions.circuits import (
     token_qk_table,
     virtual_weights,
 )
-from constructions.factored import FactoredMatrix
-from constructions.path_expansion import (
+from constructions.circuits.factored import FactoredMatrix
+from constructions.circuits.path_expansion import (
     all_paths,
     composition_scores,
     expand_paths,

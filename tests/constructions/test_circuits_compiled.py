@@ -11,13 +11,13 @@ import rasp  # noqa: E402
 from compiler import compile_rasp  # noqa: E402
 from rasp import lib  # noqa: E402
 
-from constructions.circuits_compiled import (  # noqa: E402
+from constructions.circuits.compiled import (  # noqa: E402
     as_attention_only,
     compiled_heads,
     compiled_ov_table,
     compiled_qk_table,
 )
-from constructions.path_expansion import expand_paths  # noqa: E402
+from constructions.circuits.path_expansion import expand_paths  # noqa: E402
 
 VOCAB = (1, 2, 3, 4)
 
@@ -81,7 +81,7 @@ def test_as_attention_only_refuses_mlps():
 
 
 def _orthonormal_features(n):
-    from constructions.features import FeatureSpace
+    from constructions.superposition.features import FeatureSpace
 
     q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(n, n)))
     return FeatureSpace("f", tuple(range(n)), q.T.copy(), q.T.copy(), tuple(range(n)))
@@ -98,10 +98,10 @@ def test_sfb_head_feature_table_reproduces_bigrams_in_craft_and_assembled_model(
     from compiler.model.transformer import build
     from craft.bases import join_vector_spaces
 
-    from constructions.circuits import bilinear_table
-    from constructions.circuits_craft import attention_layers
-    from constructions.craft_blocks import sfb_head
-    from constructions.sfb import build_sfb_exact, random_bigrams
+    from constructions.circuits.attention_only import bilinear_table
+    from constructions.circuits.to_craft import attention_layers
+    from constructions.superposition.craft_blocks import sfb_head
+    from constructions.superposition.sfb import build_sfb_exact, random_bigrams
 
     features = _orthonormal_features(12)
     bigrams = random_bigrams(12, 9, seed=1)

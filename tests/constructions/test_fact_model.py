@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from constructions.fact_metrics import fact_rows, recall_scores, softmax
-from constructions.fact_model import compile_facts
-from constructions.facts import Database, example_database, random_database
-from constructions.layer_tensor import layer_tensors
+from constructions.facts.metrics import fact_rows, recall_scores, softmax
+from constructions.facts.model import compile_facts
+from constructions.facts.database import Database, example_database, random_database
+from constructions.facts.layer_tensor import layer_tensors
 
 
 def _min_correct_probability(model):
@@ -63,7 +63,7 @@ def test_direct_path_for_single_object_predicates_and_random_db():
 
 def test_fact_model_runs_through_haiku():
     pytest.importorskip("compiler.passes.assemble")
-    from constructions.fact_haiku import assemble_fact_model
+    from constructions.facts.haiku_model import assemble_fact_model
 
     db = example_database()
     model = compile_facts(db)

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from constructions.attention_layer import TokenCircuits, random_layer
-from constructions.cp_als import cp_als, residual_by_rank
-from constructions.db_rank import agrees_on_domain, predicate_witness, slice_bound, slice_witness, subject_witness
-from constructions.fact_examples import single_head_example
-from constructions.fact_metrics import (
+from constructions.facts.attention_layer import TokenCircuits, random_layer
+from constructions.facts.cp_als import cp_als, residual_by_rank
+from constructions.facts.db_rank import agrees_on_domain, predicate_witness, slice_bound, slice_witness, subject_witness
+from constructions.facts.examples import single_head_example
+from constructions.facts.metrics import (
     argmax_accuracy,
     circle_gram,
     fact_rows,
@@ -16,8 +16,8 @@ from constructions.fact_metrics import (
     softmax,
     tau_accuracy,
 )
-from constructions.facts import Database, example_database, random_database
-from constructions.layer_tensor import (
+from constructions.facts.database import Database, example_database, random_database
+from constructions.facts.layer_tensor import (
     condition_10,
     layer_capacity,
     layer_rank_bound,

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from constructions.features import basis_features, random_unit_features
-from constructions.metrics import error_stats, split_by_status
-from constructions.seeding import as_generator, sample_distinct
+from constructions.superposition.features import basis_features, random_unit_features
+from constructions.superposition.metrics import error_stats, split_by_status
+from constructions.superposition.seeding import as_generator, sample_distinct
 
 
 def test_basis_features_are_identity():

@@ -4,13 +4,13 @@ model assembled by the compiler vs the Craft evaluation (spec section 12)."""
 import numpy as np
 import pytest
 
-from constructions.boolean_circuit import build_two_layer_circuit
-from constructions.features import random_unit_features
-from constructions.quadratic import build_quadratic_uand
-from constructions.sfb import build_sfb_random_projection, random_bigrams
-from constructions.targeted import build_targeted_uand, random_pair_gates
-from constructions.uand import build_uand
-from constructions.craft_blocks import ONE
+from constructions.superposition.boolean_circuit import build_two_layer_circuit
+from constructions.superposition.features import random_unit_features
+from constructions.superposition.quadratic import build_quadratic_uand
+from constructions.superposition.sfb import build_sfb_random_projection, random_bigrams
+from constructions.superposition.targeted import build_targeted_uand, random_pair_gates
+from constructions.superposition.uand import build_uand
+from constructions.superposition.craft_blocks import ONE
 from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis
 from craft.maps import LinearMap
 
@@ -52,7 +52,7 @@ def test_two_layer_craft_model_matches_numpy():
 @pytest.fixture(scope="module")
 def construction_model():
     pytest.importorskip("compiler.passes.assemble")
-    from constructions.in_model import build_construction_model
+    from constructions.common.in_model import build_construction_model
 
     feats = random_unit_features("res", 64, 32, 0)
     sfb = build_sfb_random_projection(feats, random_bigrams(64, 32, 1), 4, 2)

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from constructions.boolean_circuit import build_two_layer_circuit, measure_circuit
-from constructions.features import random_unit_features
-from constructions.quadratic import (
+from constructions.superposition.boolean_circuit import build_two_layer_circuit, measure_circuit
+from constructions.superposition.features import random_unit_features
+from constructions.superposition.quadratic import (
     build_quadratic_uand, measure_quadratic, quadratic_readout, universal_lift)
-from constructions.targeted import random_pair_gates
+from constructions.superposition.targeted import random_pair_gates
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-9), (np.float32, 1e-3)])

@@ -5,13 +5,13 @@ import time
 import numpy as np
 import pytest
 
-from constructions.features import random_unit_features
-from constructions.inclusion_exclusion import (
+from constructions.superposition.features import random_unit_features
+from constructions.superposition.inclusion_exclusion import (
     build_ie_read, calibrated_coefficients, idealised_read, measure_ie, mobius_coefficients)
-from constructions.measure_uand import (
+from constructions.superposition.measure_uand import (
     exhaustive_inputs, measure_superposed, measure_uand, measure_xor, random_inputs, uand_readings,
     xor_readings)
-from constructions.uand import build_uand, paper_p, predicted_mean_errors
+from constructions.superposition.uand import build_uand, paper_p, predicted_mean_errors
 
 P = 0.15
 

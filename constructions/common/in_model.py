@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from constructions.craft_blocks import ONE
+from constructions.superposition.craft_blocks import ONE
 from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import SeriesWithResiduals
 

@@ -18,9 +18,9 @@ from typing import Sequence
 
 import numpy as np
 
-from constructions.metrics import StatusReport, split_by_status
-from constructions.seeding import Seed, as_generator
-from constructions.uand import UAnd, gate_indicator
+from constructions.superposition.metrics import StatusReport, split_by_status
+from constructions.superposition.seeding import Seed, as_generator
+from constructions.superposition.uand import UAnd, gate_indicator
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class IERead:
     @cached_property
     def mlp(self):
         """The U-AND layer with these reads as its second map (a Craft ``MLP``)."""
-        from constructions.craft_blocks import boolean_mlp
+        from constructions.superposition.craft_blocks import boolean_mlp
 
         labels = self.uand.inputs.labels
         return boolean_mlp(self.uand.inputs, self.uand.w_in, self.uand.bias, self.readout,

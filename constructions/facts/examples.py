@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from constructions.attention_layer import TokenCircuits
-from constructions.facts import Database, example_database
+from constructions.facts.attention_layer import TokenCircuits
+from constructions.facts.database import Database, example_database
 
 
 def single_head_example() -> tuple[Database, TokenCircuits]:

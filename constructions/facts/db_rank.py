@@ -1,7 +1,7 @@
 """Rank bounds for database tensors, with explicit rank-one witnesses.
 
 CP rank is NP-hard in general, so this module only offers upper bounds that come with a
-decomposition proving them; :mod:`constructions.cp_als` fits decompositions numerically.
+decomposition proving them; :mod:`constructions.facts.cp_als` fits decompositions numerically.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.facts import Database
+from constructions.facts.database import Database
 
 
 @dataclass(frozen=True)

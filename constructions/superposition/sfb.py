@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from constructions.features import FeatureSpace
-from constructions.seeding import Seed, as_generator, recorded_seed
+from constructions.superposition.features import FeatureSpace
+from constructions.superposition.seeding import Seed, as_generator, recorded_seed
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class SFBHead:
 
     def head(self, w_ov=None, causal: bool = False):
         """This check as a Craft ``AttentionHead`` keeping the width-``d_qk`` factors."""
-        from constructions.craft_blocks import sfb_head
+        from constructions.superposition.craft_blocks import sfb_head
 
         return sfb_head(self.features.space, self.w_q, self.w_k, w_ov=w_ov, name=self.name,
                         causal=causal)

@@ -17,8 +17,8 @@ from craft.bases import BasisDirection, VectorSpaceWithBasis, direct_sum, join_v
 from craft.blocks import MLP
 from craft.maps import LinearMap
 
-from constructions.bilinear import BilinearLayer, interaction_tensor, symmetrise
-from constructions.bilinear_gates import exact_boolean
+from constructions.bilinear.layer import BilinearLayer, interaction_tensor, symmetrise
+from constructions.bilinear.gates import exact_boolean
 
 
 def bilinear_mlp(layer: BilinearLayer, input_directions: Sequence[BasisDirection],

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.circuits import AttentionOnlyModel, ForwardTrace, HeadWeights, LabelledTable
-from constructions.factored import FactoredMatrix
+from constructions.circuits.attention_only import AttentionOnlyModel, ForwardTrace, HeadWeights, LabelledTable
+from constructions.circuits.factored import FactoredMatrix
 
 Path = tuple[tuple[int, int], ...]  # ((layer, head), ...), layers strictly increasing
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.bilinear import BilinearLayer
+from constructions.bilinear.layer import BilinearLayer
 
 
 def boolean_inputs(n: int) -> np.ndarray:

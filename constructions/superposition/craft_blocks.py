@@ -18,7 +18,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from constructions.features import FeatureSpace
+from constructions.superposition.features import FeatureSpace
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP, AttentionHead
 from craft.maps import BilinearMap, LinearMap

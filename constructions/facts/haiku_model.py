@@ -13,7 +13,7 @@ import numpy as np
 
 from craft.bases import VectorSpaceWithBasis, join_vector_spaces
 
-from constructions.fact_model import BOS_DIRECTION, FactModel
+from constructions.facts.model import BOS_DIRECTION, FactModel
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.facts import Database
+from constructions.facts.database import Database
 
 TAUS = (0.5, 0.75, 0.95, 0.99)
 

@@ -17,9 +17,9 @@ from functools import cached_property
 
 import numpy as np
 
-from constructions.features import FeatureSpace, basis_features
-from constructions.readout import SparseReadout, from_indicator
-from constructions.seeding import Seed, as_generator, recorded_seed
+from constructions.superposition.features import FeatureSpace, basis_features
+from constructions.superposition.readout import SparseReadout, from_indicator
+from constructions.superposition.seeding import Seed, as_generator, recorded_seed
 
 WORST_CASE_BUDGET = 1 << 32  # flops allowed for the exact ell=2 worst case at build time
 
@@ -119,8 +119,8 @@ class UAnd:
 
     @cached_property
     def mlp(self):
-        """This layer as a Craft ``MLP`` (see :mod:`constructions.craft_blocks`)."""
-        from constructions.craft_blocks import boolean_mlp
+        """This layer as a Craft ``MLP`` (see :mod:`constructions.superposition.craft_blocks`)."""
+        from constructions.superposition.craft_blocks import boolean_mlp
 
         return boolean_mlp(self.inputs, self.w_in, self.bias, self.readout.dense,
                            [tuple(self.inputs.labels[i] for i in g) for g in self.gates],

@@ -12,7 +12,7 @@ from typing import Hashable
 
 import numpy as np
 
-from constructions.circuits import AttentionOnlyModel, HeadWeights, LabelledTable, bilinear_table
+from constructions.circuits.attention_only import AttentionOnlyModel, HeadWeights, LabelledTable, bilinear_table
 
 PREFIX = "compiled_transformer"
 

@@ -24,8 +24,8 @@ from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis, joi
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead, SeriesWithResiduals
 from craft.maps import BilinearMap, LinearMap
 
-from constructions.attention_layer import TokenCircuits
-from constructions.facts import Database
+from constructions.facts.attention_layer import TokenCircuits
+from constructions.facts.database import Database
 
 BOS_DIRECTION = BasisDirection("tokens", "BOS")
 OUTPUT_NAME = "fact_out"

@@ -2,7 +2,7 @@
 
 Axes of ``L``: subject token (position 0), predicate token (position 1), output token.  Index
 arrays give which token ids the subject/predicate/output axes range over, so ``L`` can be laid
-directly beside a :class:`~constructions.facts.Database` tensor.
+directly beside a :class:`~constructions.facts.database.Database` tensor.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.attention_layer import AttentionLayer, TokenCircuits
-from constructions.db_rank import RankOneTerms
+from constructions.facts.attention_layer import AttentionLayer, TokenCircuits
+from constructions.facts.db_rank import RankOneTerms
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Circuit weights of Craft attention blocks, over a labelled residual basis.
 
-Every Craft head becomes a :class:`~constructions.circuits.HeadWeights` whose rows/columns are
-the residual directions, so the analysis of :mod:`constructions.circuits` applies unchanged and
+Every Craft head becomes a :class:`~constructions.circuits.attention_only.HeadWeights` whose rows/columns are
+the residual directions, so the analysis of :mod:`constructions.circuits.attention_only` applies unchanged and
 its tables can be read with direction labels.  Explicit factors (``w_q``/``w_k``, ``w_v``/``w_o``)
 are kept when a head has them; otherwise the full matrix sits on one side.
 """
@@ -15,7 +15,7 @@ import numpy as np
 from craft.bases import VectorInBasis, VectorSpaceWithBasis
 from craft.blocks import AttentionHead, MultiAttentionHead, SeriesWithResiduals, heads_of
 
-from constructions.circuits import HeadWeights, LabelledTable, bilinear_table
+from constructions.circuits.attention_only import HeadWeights, LabelledTable, bilinear_table
 
 
 def _embed_rows(matrix: np.ndarray, space: VectorSpaceWithBasis,

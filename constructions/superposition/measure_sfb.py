@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.metrics import ErrorStats, balanced_accuracy, error_stats
-from constructions.seeding import Seed, as_generator, sample_distinct
-from constructions.sfb import SFBHead
+from constructions.superposition.metrics import ErrorStats, balanced_accuracy, error_stats
+from constructions.superposition.seeding import Seed, as_generator, sample_distinct
+from constructions.superposition.sfb import SFBHead
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from functools import cached_property
 
 import numpy as np
 
-from constructions.features import FeatureSpace, boolean_matrix
-from constructions.metrics import StatusReport, split_by_status
-from constructions.seeding import Seed, as_generator, sample_distinct
+from constructions.superposition.features import FeatureSpace, boolean_matrix
+from constructions.superposition.metrics import StatusReport, split_by_status
+from constructions.superposition.seeding import Seed, as_generator, sample_distinct
 
 
 def universal_lift(r: int, dtype=np.float64) -> np.ndarray:
@@ -92,7 +92,7 @@ class QuadraticUAnd:
     @cached_property
     def mlp(self):
         """This layer as a Craft ``MLP`` with ``square`` activation."""
-        from constructions.craft_blocks import boolean_mlp
+        from constructions.superposition.craft_blocks import boolean_mlp
 
         labels = self.inputs.labels
         return boolean_mlp(self.inputs, self.lift, np.zeros(self.lift.shape[1]), self.readout,

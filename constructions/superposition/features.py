@@ -17,7 +17,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from constructions.seeding import Seed, as_generator, recorded_seed
+from constructions.superposition.seeding import Seed, as_generator, recorded_seed
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def sample_active_sets(rng: np.random.Generator, n: int, s: int, n_features: int
 
     ``exclude`` (``(n, e)``) lists per-row features that must not be drawn.
     """
-    from constructions.seeding import sample_distinct
+    from constructions.superposition.seeding import sample_distinct
 
     if exclude is None:
         return sample_distinct(rng, n, s, n_features)

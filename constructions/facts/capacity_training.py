@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from constructions.attention_layer import AttentionLayer, TokenCircuits
-from constructions.db_rank import slice_bound
-from constructions.fact_metrics import RecallScores, recall_scores
-from constructions.facts import Database
-from constructions.layer_tensor import layer_capacity, layer_tensors
+from constructions.facts.attention_layer import AttentionLayer, TokenCircuits
+from constructions.facts.db_rank import slice_bound
+from constructions.facts.metrics import RecallScores, recall_scores
+from constructions.facts.database import Database
+from constructions.facts.layer_tensor import layer_capacity, layer_tensors
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from constructions.features import boolean_matrix, sample_active_sets
-from constructions.metrics import StatusReport, split_by_status
-from constructions.seeding import Seed, as_generator, sample_distinct
-from constructions.uand import UAnd
+from constructions.superposition.features import boolean_matrix, sample_active_sets
+from constructions.superposition.metrics import StatusReport, split_by_status
+from constructions.superposition.seeding import Seed, as_generator, sample_distinct
+from constructions.superposition.uand import UAnd
 
 PAIR_STATUS = {2: "both", 1: "one", 0: "none"}
 

@@ -13,7 +13,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from constructions.factored import FactoredMatrix
+from constructions.circuits.factored import FactoredMatrix
 
 
 @dataclass(frozen=True)

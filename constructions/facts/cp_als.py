@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.db_rank import RankOneTerms
+from constructions.facts.db_rank import RankOneTerms
 
 
 @dataclass(frozen=True)

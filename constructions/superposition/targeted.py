@@ -18,10 +18,10 @@ from typing import Sequence
 
 import numpy as np
 
-from constructions.features import FeatureSpace, basis_features, boolean_matrix
-from constructions.metrics import StatusReport, split_by_status
-from constructions.readout import SparseReadout, from_sets
-from constructions.seeding import Seed, as_generator, recorded_seed, sample_distinct
+from constructions.superposition.features import FeatureSpace, basis_features, boolean_matrix
+from constructions.superposition.metrics import StatusReport, split_by_status
+from constructions.superposition.readout import SparseReadout, from_sets
+from constructions.superposition.seeding import Seed, as_generator, recorded_seed, sample_distinct
 
 
 @dataclass(frozen=True)
@@ -77,14 +77,14 @@ class TargetedUAnd:
     @cached_property
     def mlp(self):
         """This layer as a Craft ``MLP``."""
-        from constructions.craft_blocks import boolean_mlp
+        from constructions.superposition.craft_blocks import boolean_mlp
 
         return boolean_mlp(self.inputs, self.w_in, self.bias, self.readout.dense,
                            self.gate_labels(), name=self.name)
 
     def output_mlp(self, outputs: FeatureSpace, name: str | None = None):
         """Craft ``MLP`` writing gate ``g`` along ``outputs.write[g]`` (for stacking, section 7)."""
-        from constructions.craft_blocks import boolean_mlp
+        from constructions.superposition.craft_blocks import boolean_mlp
 
         return boolean_mlp(self.inputs, self.w_in, self.bias, self.readout.dense,
                            self.gate_labels(), name=name or self.name, outputs=outputs)

@@ -1,0 +1,1 @@
+"""Bilinear layers: the interaction tensor, exact Boolean gates, Craft blocks."""

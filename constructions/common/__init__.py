@@ -1,0 +1,1 @@
+"""Pieces the construction families share with each other and with the compiler."""

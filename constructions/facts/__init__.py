@@ -1,0 +1,1 @@
+"""Fact storage: (subject, predicate, object) databases written into attention layers."""
