@@ -94,6 +94,20 @@ def sort_directions(directions: Iterable[BasisDirection]) -> tuple[BasisDirectio
     return tuple(sorted(directions, key=BasisDirection.sort_key))
 
 
+# The residual stream's reserved directions, defined here once for the compiler, the
+# constructions and compression. `one` is 1 at every position (it carries MLP biases);
+# the tokens embedding writes `tokens:<token>`, and BOS is the token at position 0.
+ONE_NAME = "one"
+TOKENS_NAME = "tokens"
+INDICES_NAME = "indices"
+ONE = BasisDirection(ONE_NAME)
+
+
+def bos_direction(bos: Hashable = "BOS") -> BasisDirection:
+    """The `tokens:<bos>` direction, set at position 0 of every sequence."""
+    return BasisDirection(TOKENS_NAME, bos)
+
+
 @dataclasses.dataclass(frozen=True)
 class VectorSpaceWithBasis:
     """A vector space spanned by an ordered tuple of distinct, labelled directions."""
