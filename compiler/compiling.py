@@ -16,12 +16,12 @@ import numpy as np
 from compiler.passes import graph as g
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.allocate import Allocator, longest_path
-from compiler.passes.assemble import Embeddings, assemble
+from compiler.passes.assemble import Embeddings
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.passes.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
-from compiler.model.transformer import build
+from compiler.model.from_craft import model_from_craft
 from compiler.passes.optimize import FACTOR_QK, optimize_graph, selected_passes
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
@@ -174,7 +174,7 @@ def compile_rasp(
     sink = graph.graph["sink"]
     out_space = output_space(graph, sink)
     numerical_output = rasp.is_numerical(graph.nodes[sink][g.EXPR])
-    config, weights = assemble(
+    haiku = model_from_craft(
         residual,
         sublayers,
         _embeddings(graph, residual, encoder, max_seq_len),
@@ -184,7 +184,6 @@ def compile_rasp(
         numerical_output=numerical_output,
         sparse_qk=FACTOR_QK in passes,
     )
-    params, forward, _ = build(config, weights)
     output_encoder = OutputEncoder(
         values=None if numerical_output else tuple(d.value for d in out_space.basis),
         bos=compiler_bos,
@@ -198,9 +197,9 @@ def compile_rasp(
     return CompiledModel(
         numerical_error_bound=max((error for _, error in map_errors.values()), default=0.0),
         numerical_map_errors=map_errors,
-        params=params,
-        config=config,
-        forward=forward,
+        params=haiku.params,
+        config=haiku.config,
+        forward=haiku.forward,
         graph=graph,
         craft_model=craft_model,
         sublayers=tuple(sublayers),
