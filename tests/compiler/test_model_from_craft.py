@@ -104,3 +104,20 @@ def test_params_hold_the_assembled_weights_under_the_module_name():
         "compiled_transformer/layer_1", "compiled_transformer/unembed",
     }
     assert set(model.params["compiled_transformer/layer_0"]) == {"head_0_q", "head_0_k", "head_0_v", "head_0_o"}
+
+
+def test_weight_accessors_read_the_craft_head_back():
+    from compiler.model import weights
+
+    model, residual, _, sublayers = _model()
+    assert weights.attention_sublayers(model) == (0,)
+    (head,) = weights.layer_heads(model, 0)
+    np.testing.assert_array_equal(head.w_q, weights.head_weights(model, 0, 0).w_q)
+    craft_head = sublayers[0]
+    expected_qk = np.zeros((residual.num_dims, residual.num_dims))
+    rows = residual.indices(craft_head.w_qk.left_space.basis)
+    cols = residual.indices(craft_head.w_qk.right_space.basis)
+    expected_qk[np.ix_(rows, cols)] = craft_head.w_qk.matrix
+    np.testing.assert_allclose(head.w_qk, expected_qk, atol=1e-4)  # float32 of entries up to 100
+    with pytest.raises(ValueError, match="sub-layer 1 is an MLP"):
+        weights.layer_heads(model, 1)
