@@ -3,7 +3,7 @@
 The numpy builders produce matrices over *physical* coordinates; these helpers attach labelled
 spaces so the result composes with compiled RASP blocks:
 
-* MLP input space: the input feature space's physical directions plus ``BasisDirection("one")``,
+* MLP input space: the input feature space's physical directions plus ``craft.bases.ONE``,
   which carries the bias (Craft MLPs have no bias vector).
 * Hidden space: ``BasisDirection(f"{name}_hidden", n)`` so parallel MLPs never collide.
 * Output space: one direction ``BasisDirection(name, gate)`` per gate (basis-aligned readout), or
@@ -19,11 +19,9 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from constructions.superposition.features import FeatureSpace
-from craft.bases import BasisDirection, VectorSpaceWithBasis
+from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP, AttentionHead
 from craft.maps import BilinearMap, LinearMap
-
-ONE = BasisDirection("one")
 
 
 def hidden_space(name: str, width: int) -> VectorSpaceWithBasis:

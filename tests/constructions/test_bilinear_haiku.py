@@ -7,12 +7,12 @@ pytest.importorskip("compiler.passes.assemble")
 
 from compiler.model.from_craft import model_from_craft  # noqa: E402
 from compiler.passes.assemble import Embeddings  # noqa: E402
-from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis  # noqa: E402
+from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction  # noqa: E402
 
 from constructions.bilinear.to_craft import boolean_gate_mlp  # noqa: E402
 
-X, Y, ONE = BasisDirection("x"), BasisDirection("y"), BasisDirection("one")
-BOS = BasisDirection("tokens", "BOS")
+X, Y = BasisDirection("x"), BasisDirection("y")
+BOS = bos_direction()
 
 
 @pytest.mark.parametrize("table", [(0, 0, 0, 1), (1, 1, 0, 1), (1, 0, 0, 1)])

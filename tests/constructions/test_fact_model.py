@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from constructions.facts.metrics import fact_rows, recall_scores, softmax
+from constructions.facts.metrics import fact_rows, recall_scores
+from craft.numerics import softmax
 from constructions.facts.model import compile_facts
 from constructions.facts.database import Database, example_database, random_database
 from constructions.facts.layer_tensor import layer_tensors

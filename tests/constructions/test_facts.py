@@ -13,9 +13,9 @@ from constructions.facts.metrics import (
     fact_rows,
     recall_scores,
     row_argmax_matrix,
-    softmax,
     tau_accuracy,
 )
+from craft.numerics import softmax
 from constructions.facts.database import Database, example_database, random_database
 from constructions.facts.layer_tensor import (
     condition_10,
