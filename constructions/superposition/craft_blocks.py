@@ -60,14 +60,6 @@ def boolean_mlp(inputs: FeatureSpace, w_in: np.ndarray, bias: np.ndarray, readou
     return MLP(first, second, activation)
 
 
-def linear_read(sources: Sequence[tuple[VectorSpaceWithBasis, np.ndarray]],
-                out_space: VectorSpaceWithBasis) -> LinearMap:
-    """A read covector map: the sum of ``x_src @ M_src`` over source spaces (disjoint)."""
-    basis = [d for space, _ in sources for d in space.basis]
-    matrix = np.vstack([m for _, m in sources])
-    return LinearMap(VectorSpaceWithBasis(basis), out_space, matrix)
-
-
 def sfb_head(space: VectorSpaceWithBasis, w_q: np.ndarray, w_k: np.ndarray, *,
              w_ov: LinearMap | None = None, name: str = "sfb", causal: bool = False) -> AttentionHead:
     """Attention head scoring ``x_s @ W_Q @ W_K.T @ x_t`` with explicit factors of width d_qk.
