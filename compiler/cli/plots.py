@@ -26,7 +26,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from compiler.model.compiled_model import ApplyResult, CompiledModel  # noqa: E402
-from compiler.model.transformer import AttentionSpec  # noqa: E402
+from compiler.model.config import AttentionSpec  # noqa: E402
 from compiler.cli.summary import changed_entries  # noqa: E402
 from compiler.model.weights import head_weights  # noqa: E402
 

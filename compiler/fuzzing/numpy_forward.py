@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.model.transformer import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
+from compiler.model.config import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
 from craft.blocks import activate
 
 
 def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int | None = None) -> np.ndarray:
-    """`SparseLinear.__call__` in numpy."""
+    """`compiler.model.transformer.apply_linear` in numpy."""
     if spec.in_idx is not None:
         x = x[..., list(spec.in_idx)]
     y = x @ spec.dense(param).astype(np.float32)

@@ -45,7 +45,7 @@ import numpy as np
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import CompilerError
-from compiler.model.transformer import AttentionSpec, MLPSpec
+from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.weights import (
     head_weights,
     mlp_weights,

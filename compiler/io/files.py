@@ -37,7 +37,8 @@ import safetensors.numpy
 from compiler.io import serialize
 from compiler.model.compiled_model import CompiledModel
 from compiler.errors import ModelFileError
-from compiler.model.transformer import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear, build
+from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.transformer import build
 
 FORMAT = "tracr-compile-model"
 FORMAT_VERSION = 2

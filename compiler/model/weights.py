@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.transformer import MODULE_NAME, AttentionSpec, MLPSpec, SparseLinear
+from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, SparseLinear
 
 
 def module_params(model: CompiledModel, module: str) -> dict[str, np.ndarray]:

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from compiler.passes.qk_factor import sparse_factors
-from compiler.model.transformer import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 

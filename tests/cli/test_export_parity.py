@@ -28,7 +28,7 @@ from compiler.io.export import (
     numpy_forward,
     to_transformer_lens,
 )
-from compiler.model.transformer import MLPSpec
+from compiler.model.config import MLPSpec
 from rasp import lib, rasp
 
 ATOL = 1e-5

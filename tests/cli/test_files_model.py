@@ -22,7 +22,7 @@ from cli_helpers import example_model
 from compiler import ModelFileError, compile_rasp
 from compiler.model.encoders import InputEncoder
 from compiler.io.files import FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
-from compiler.model.transformer import MODULE_NAME
+from compiler.model.config import MODULE_NAME
 from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from compiler.io.serialize import canonical_json, decode_value, encode_value
 from rasp import lib, rasp
