@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from compiler import CompilerError, compile_rasp  # noqa: E402
 from compiler.cli.examples import EXAMPLES  # noqa: E402
 from compiler.fuzzing.differential import same_value  # noqa: E402
-from compiler.model.transformer import AttentionSpec, MLPSpec  # noqa: E402
+from compiler.model.config import AttentionSpec, MLPSpec  # noqa: E402
 from compiler.model.weights import parameter_counts  # noqa: E402
 from rasp import rasp  # noqa: E402
 

@@ -1,7 +1,18 @@
-"""The RASP compiler: trace, infer values, validate, lower to Craft, assemble, build the model."""
+"""The RASP compiler: trace, infer values, validate, lower to Craft, assemble, build the model.
 
-from compiler.model.compiled_model import ApplyResult, CompiledModel, LabelledResidual
-from compiler.compiling import COMPILER_BOS, COMPILER_PAD, compile_rasp, compile_rasp_to_model
+The package is laid out in pipeline order: `compiler.passes` (numpy and networkx only),
+`compiler.model` (configuration records, the Haiku transformer, encoders, weight access),
+`compiler.io` (model files, export), `compiler.cli` (the command line) and `compiler.fuzzing`.
+
+Names that need JAX (`compile_rasp`, `CompiledModel`, ...) are imported on first use, so
+`import compiler.passes.validate` (or `from compiler import validate`) works without JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from compiler.errors import (
     CausalSemanticsWarning,
     CompilerError,
@@ -11,6 +22,30 @@ from compiler.errors import (
     ValueInferenceError,
 )
 from compiler.passes.validate import validate
+
+# Public names loaded on first access, with the module defining each.
+_LAZY = {
+    "ApplyResult": "compiler.model.compiled_model",
+    "CompiledModel": "compiler.model.compiled_model",
+    "LabelledResidual": "compiler.model.compiled_model",
+    "COMPILER_BOS": "compiler.compiling",
+    "COMPILER_PAD": "compiler.compiling",
+    "compile_rasp": "compiler.compiling",
+    "compile_rasp_to_model": "compiler.compiling",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'compiler' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ApplyResult",

@@ -1,8 +1,9 @@
 """`compile_rasp`: from a RASP program to a jitted Haiku transformer.
 
-The pipeline (each stage a function over plain data, see docs/compiling.md):
-trace -> infer values -> validate -> fuse elementwise ops -> lower to Craft blocks -> allocate
-sub-layers -> merge parallel blocks -> assemble weights -> build the Haiku model.
+One call per pass (each a function over plain data, see docs/compiling.md): expand primitives
+and discretise -> trace -> infer values -> fuse elementwise ops -> validate -> optimise -> lower to
+Craft blocks -> allocate sub-layers -> lay out the residual stream -> embeddings, assemble weights
+and build the Haiku model.
 """
 
 from __future__ import annotations
@@ -10,23 +11,23 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
-from compiler.passes import graph as g
-from compiler.passes.discretise import discretise_numerical_inputs
-from compiler.passes.allocate import Allocator, longest_path
-from compiler.passes.assemble import Embeddings
+from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder, OutputEncoder
-from compiler.errors import InvalidInputError, UnsupportedProgramError
-from compiler.passes.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
 from compiler.model.from_craft import model_from_craft
+from compiler.passes import assemble, graph as g
+from compiler.passes.allocate import Allocator, longest_path, place_blocks
+from compiler.passes.discretise import discretise_numerical_inputs
+from compiler.passes.fuse import fuse_elementwise
+from compiler.passes.lower import LoweringOptions, lower, output_space
+from compiler.passes.numerical_maps import NUMERICAL_FIT
 from compiler.passes.optimize import FACTOR_QK, optimize_graph, selected_passes
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
-from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
-from craft.blocks import SeriesWithResiduals, combine_in_parallel
+from craft.bases import TOKENS_NAME, BasisDirection, bos_direction, value_sort_key
+from craft.blocks import SeriesWithResiduals
 from craft.chamber.numerical_mlp import MIN_SHARPNESS
 from rasp import rasp
 
@@ -56,64 +57,6 @@ def _check_arguments(vocab: Iterable[Any], max_seq_len: int, bos: Any, pad: Any)
                 f"{name}={special!r} is also a vocabulary token; choose a {name} outside the vocab"
             )
     return tokens
-
-
-def _sublayers(graph: nx.DiGraph, schedule: dict[str, int]) -> list[list]:
-    """Blocks grouped by sub-layer; a node's blocks end at its scheduled sub-layer."""
-    placed: dict[int, list] = {}
-    for label in g.sop_nodes(graph):
-        blocks = graph.nodes[label].get(g.BLOCKS, ())
-        first = schedule[label] - (len(blocks) - 1)
-        for offset, (parity, block) in enumerate(blocks):
-            index = first + offset
-            if index % 2 != parity:  # pragma: no cover - the allocator guarantees parity
-                raise AssertionError(f"{label}: block placed in a sub-layer of the wrong kind")
-            placed.setdefault(index, []).append(block)
-        graph.nodes[label][g.LAYER] = schedule[label] // 2 if blocks else None
-    count = max(placed, default=-1) + 1
-    return [placed.get(i, []) for i in range(count)]
-
-
-def _embeddings(
-    graph: nx.DiGraph,
-    residual: VectorSpaceWithBasis,
-    encoder: InputEncoder,
-    max_seq_len: int,
-) -> Embeddings:
-    """Token rows write tokens:x, one and every Full; position rows write indices and constants."""
-    token = np.zeros((encoder.vocab_size, residual.num_dims), dtype=np.float32)
-    position = np.zeros((max_seq_len + 1, residual.num_dims), dtype=np.float32)
-    one = residual.index(ONE)
-    token[:, one] = 1.0
-    token[encoder.bos_id, residual.index(BasisDirection("tokens", encoder.bos))] = 1.0
-    token[encoder.pad_id, residual.index(BasisDirection("tokens", encoder.pad))] = 1.0
-    for label in g.sop_nodes(graph):
-        node = graph.nodes[label]
-        kind, expr = node[g.KIND], node[g.EXPR]
-        numerical = rasp.is_numerical(expr)
-        if kind == "tokens":
-            for token_value in encoder.vocab:
-                column, value = _direction(residual, label, token_value, numerical)
-                token[encoder.token_to_id[token_value], column] = value
-        elif kind == "indices":
-            for i in range(max_seq_len):
-                column, value = _direction(residual, label, i, numerical)
-                position[i + 1, column] = value
-        elif kind == "full" and expr.fill is not None:
-            column, value = _direction(residual, label, expr.fill, numerical)
-            token[np.arange(encoder.vocab_size) != encoder.bos_id, column] = value
-        elif kind == "constant":
-            for i, fill in enumerate(list(expr.value)[:max_seq_len]):
-                if fill is not None:
-                    column, value = _direction(residual, label, fill, numerical)
-                    position[i + 1, column] = value
-    return Embeddings(token=token, position=position, pad_id=encoder.pad_id)
-
-
-def _direction(residual: VectorSpaceWithBasis, label: str, value: Any, numerical: bool) -> tuple[int, float]:
-    if numerical:
-        return residual.index(BasisDirection(label)), float(value)
-    return residual.index(BasisDirection(label, value)), 1.0
 
 
 def compile_rasp(
@@ -147,37 +90,29 @@ def compile_rasp(
             f"mlp_exactness must be a number >= {MIN_SHARPNESS:g} (the sharpness of numerical "
             f"MLP ramps), got {mlp_exactness!r}"
         )
-    graph = g.trace(discretise_numerical_inputs(program))
-    infer_values(graph, tokens, max_seq_len)
-    bos = BasisDirection("tokens", compiler_bos)
-    problems = check_graph(graph, causal, bos, causal_strict=causal_strict)
+    bos, pad = bos_direction(compiler_bos), BasisDirection(TOKENS_NAME, compiler_pad)
+    traced = g.trace(discretise_numerical_inputs(program))
+    infer_values(traced, tokens, max_seq_len)
+    fused = fuse_elementwise(traced)
+    problems = check_graph(traced, fused, causal, bos, causal_strict=causal_strict)
     if problems:
         raise UnsupportedProgramError(problems)
-    warn_causal_semantics(graph)
-
-    pad = BasisDirection("tokens", compiler_pad)
-    fuse_elementwise(graph)
-    graph = optimize_graph(graph, passes)
-    options = LoweringOptions(
-        max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness)
-    )
+    warn_causal_semantics(traced)
+    graph = optimize_graph(fused, passes)
+    options = LoweringOptions(max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness))
     lower(graph, options)
-    sublayers = [combine_in_parallel(blocks) if blocks else None for blocks in _sublayers(graph, allocator(graph))]
+    sublayers = place_blocks(graph, allocator)
+    residual = assemble.residual_space(graph, sublayers, bos, pad)
 
-    spaces = [output_space(graph, label) for label in g.sop_nodes(graph)]
-    for block in sublayers:
-        if block is not None:
-            spaces += [block.input_space, block.output_space]
-    residual = join_vector_spaces(VectorSpaceWithBasis((ONE, bos, pad)), *spaces)
-
+    # Embeddings -> weights -> Haiku model.
     encoder = InputEncoder(tokens, compiler_bos, compiler_pad, max_seq_len)
     sink = graph.graph["sink"]
     out_space = output_space(graph, sink)
-    numerical_output = rasp.is_numerical(graph.nodes[sink][g.EXPR])
+    numerical_output = g.is_numerical(graph, sink)
     haiku = model_from_craft(
         residual,
         sublayers,
-        _embeddings(graph, residual, encoder, max_seq_len),
+        assemble.embeddings(graph, residual, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len),
         out_space,
         max_seq_len=max_seq_len,
         causal=causal,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +17,11 @@ import jax
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from compiler.io.atomic import atomic_write, atomic_write_text
+
 CHECKPOINT_FILE = "checkpoint.safetensors"
 RECORD_FILE = "checkpoint.json"
 FORMAT_VERSION = 1
-
-
-def _atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp_path)`` then move the temporary file onto ``path`` in one step."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def save_checkpoint(
@@ -50,9 +38,9 @@ def save_checkpoint(
     record = {"format_version": FORMAT_VERSION, **record}
     text = json.dumps(record, sort_keys=True)
     path = directory / CHECKPOINT_FILE
-    _atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"record": text}))
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"record": text}))
     readable = json.dumps(record, indent=2, sort_keys=True)
-    _atomic_write(directory / RECORD_FILE, lambda tmp: Path(tmp).write_text(readable))
+    atomic_write_text(directory / RECORD_FILE, readable)
     return path
 
 

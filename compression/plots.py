@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -12,15 +11,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from compiler.io.atomic import atomic_write  # noqa: E402
+
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.stem}.partial{path.suffix}")  # written whole, then renamed
-    fig.savefig(partial, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(partial, path)
-    return path
+    try:
+        return atomic_write(path, lambda temporary: fig.savefig(temporary, dpi=120, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
 
 
 def smooth(values: np.ndarray, window: int) -> np.ndarray:

@@ -27,6 +27,7 @@ import numpy as np
 
 from compiler import CompiledModel
 from compiler.model.transformer import MODULE_NAME, AttentionSpec, SparseLinear
+from craft.bases import ONE_NAME, bos_direction
 
 EMBEDDING = -1
 UNEMBED = "unembed"
@@ -99,7 +100,7 @@ def residual_structure(compiled: CompiledModel) -> ResidualStructure:
         if direction.value is not None and not labels[i].endswith("_hidden_attn"):
             by_name.setdefault(direction.name, []).append(i)
             categorical.add(i)
-    bos = {i for i, label in enumerate(labels) if label == "tokens:BOS"}
+    bos = {i for i, label in enumerate(labels) if label == str(bos_direction())}
     protected = (set(range(width)) - categorical) | bos
     params = compiled.params
 
@@ -181,7 +182,7 @@ def _lookup_weight(w_in: np.ndarray, cat_reads: list[int], labels: tuple[str, ..
     """
     if not cat_reads:
         return 0.0
-    one = labels.index("one") if "one" in labels else None
+    one = labels.index(ONE_NAME) if ONE_NAME in labels else None
     block = w_in[cat_reads]
     used = np.any(block != 0, axis=0)
     if np.any(block[:, used] < 0):

@@ -25,6 +25,7 @@ import numpy as np
 
 from craft.bases import VectorInBasis, VectorSpaceWithBasis, direct_sum, join_vector_spaces
 from craft.maps import BilinearMap, LinearMap
+from craft.numerics import softmax
 
 ACTIVATIONS = ("relu", "square", "identity", "bilinear")
 
@@ -173,13 +174,10 @@ class AttentionHead:
     def attention_pattern(self, vector: VectorInBasis) -> np.ndarray:
         """Softmax weights (..., query position, key position)."""
         scores = self.w_qk.scores(vector, vector)
-        if self.causal:
-            n = scores.shape[-1]
-            future = np.triu(np.ones((n, n), dtype=bool), k=1)
-            scores = np.where(future, -np.inf, scores)
-        scores = scores - scores.max(axis=-1, keepdims=True)
-        weights = np.exp(scores)
-        return weights / weights.sum(axis=-1, keepdims=True)
+        if not self.causal:
+            return softmax(scores)
+        n = scores.shape[-1]
+        return softmax(scores, where=np.tril(np.ones((n, n), dtype=bool)))
 
     def apply(self, vector: VectorInBasis) -> VectorInBasis:
         values = self.w_ov.apply(vector).magnitudes

@@ -54,10 +54,10 @@ class Composed:
     """
 
     outer: Callable[[Any], Any]
-    inner: Callable[[Any], Any]
+    inner: Callable[..., Any]  # one argument, or two for a Map fused onto a SequenceMap
 
-    def __call__(self, x: Any) -> Any:
-        y = self.inner(x)
+    def __call__(self, *args: Any) -> Any:
+        y = self.inner(*args)
         return None if y is None else self.outer(y)
 
 

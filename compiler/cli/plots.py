@@ -26,8 +26,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from compiler.model.compiled_model import ApplyResult, CompiledModel  # noqa: E402
-from compiler.model.transformer import AttentionSpec  # noqa: E402
+from compiler.model.config import AttentionSpec  # noqa: E402
 from compiler.cli.summary import changed_entries  # noqa: E402
+from compiler.io.atomic import atomic_write  # noqa: E402
 from compiler.model.weights import head_weights  # noqa: E402
 
 CHANGED_COLOR = "#e6a000"
@@ -40,7 +41,7 @@ PathLike = str | os.PathLike
 
 def _save(figure: Figure, path: PathLike | None) -> Figure:
     if path is not None:
-        figure.savefig(pathlib.Path(path), dpi=110, bbox_inches="tight")
+        atomic_write(path, lambda temporary: figure.savefig(temporary, dpi=110, bbox_inches="tight"))
     return figure
 
 

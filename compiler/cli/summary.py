@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from compiler.model.compiled_model import ApplyResult, CompiledModel
-from compiler.model.transformer import AttentionSpec, MLPSpec
+from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.passes.optimize import applied
 from compiler.model.weights import parameter_counts
 

@@ -7,11 +7,9 @@ import re
 # (pattern searched in the message without its leading label, bucket name). First match wins.
 REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"in causal mode its selector may select keys after the query", "causal (strict): selector may read later positions"),
-    (r"SequenceMap reads the numerical", "SequenceMap of a numerical input"),
     (r"selector's (keys|queries) s-op .* is numerical", "selector over a numerical s-op"),
     (r"negates a comparison .* which can be None", "negated selector over a None-able s-op"),
     (r"no exact single-head construction", "or of selectors over different s-ops"),
-    (r"categorical Aggregate of the numerical", "categorical Aggregate of a numerical s-op"),
     (r"numerical Aggregate of .* not all numbers", "numerical Aggregate of non-numbers"),
     (r"numerical Aggregate of .* can be None", "numerical Aggregate of a None-able s-op"),
     (r"numerical Aggregate with default=None", "numerical Aggregate with default None"),

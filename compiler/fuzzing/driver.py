@@ -22,8 +22,8 @@ from compiler.fuzzing.differential import (
     CRASH, EXACT, FAILURES, MISMATCH, REFUSED, UNTESTED, Outcome, check_program, sample_inputs,
 )
 from compiler.fuzzing.shrink import Case, shrink
-from rasp import random_programs
-from rasp.program_spec import ProgramSpec, build, to_source
+from compiler.fuzzing import random_programs
+from compiler.fuzzing.program_spec import ProgramSpec, build
 
 # (vocabulary, max_seq_len) settings cycled over the programs.
 SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.model.transformer import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
+from compiler.model.config import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
 from craft.blocks import activate
+from craft.numerics import softmax
 
 
 def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int | None = None) -> np.ndarray:
-    """`SparseLinear.__call__` in numpy."""
+    """`compiler.model.transformer.apply_linear` in numpy."""
     if spec.in_idx is not None:
         x = x[..., list(spec.in_idx)]
     y = x @ spec.dense(param).astype(np.float32)
@@ -24,12 +25,6 @@ def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int
     out = np.zeros(y.shape[:-1] + (out_width,), dtype=np.float32)
     np.add.at(out, (..., list(spec.out_idx)), y)
     return out
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    weights = np.exp(shifted)
-    return weights / weights.sum(axis=-1, keepdims=True)
 
 
 def forward(config: ModelConfig, params: dict, ids: np.ndarray) -> np.ndarray:
@@ -58,7 +53,7 @@ def forward(config: ModelConfig, params: dict, ids: np.ndarray) -> np.ndarray:
                 k = _linear(head.w_k, weights[f"head_{h}_k"], stream)
                 v = _linear(head.w_v, weights[f"head_{h}_v"], stream)
                 logits = np.where(mask, q @ np.swapaxes(k, -1, -2), np.float32(MASKED_LOGIT))
-                delta = delta + _linear(head.w_o, weights[f"head_{h}_o"], _softmax(logits) @ v, width)
+                delta = delta + _linear(head.w_o, weights[f"head_{h}_o"], softmax(logits) @ v, width)
         else:
             hidden = _linear(layer.w_in, weights["w_in"], stream)
             delta = _linear(layer.w_out, weights["w_out"], activate(layer.activation, hidden), width)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from compiler.fuzzing.differential import Outcome
 from compiler.fuzzing.shrink import Case
-from rasp.program_spec import ProgramSpec, to_source
+from compiler.fuzzing.program_spec import ProgramSpec, to_source
 
 
 def render_test(name: str, spec: ProgramSpec, case: Case, outcome: Outcome, origin: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable, Iterator
 
-from rasp.program_spec import Op, ProgramSpec, prune
+from compiler.fuzzing.program_spec import Op, ProgramSpec, prune
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,7 +45,7 @@ import numpy as np
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import CompilerError
-from compiler.model.transformer import AttentionSpec, MLPSpec
+from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.weights import (
     head_weights,
     mlp_weights,
@@ -53,6 +53,8 @@ from compiler.model.weights import (
     token_embedding,
     unembedding,
 )
+from craft.bases import ONE_NAME, TOKENS_NAME, BasisDirection
+from craft.numerics import softmax
 
 StateDict = dict[str, np.ndarray]
 
@@ -60,8 +62,8 @@ StateDict = dict[str, np.ndarray]
 # and the score of every other key is untouched (its extra term is exactly 0).
 PAD_MASK_LOGIT = 1e9
 # The residual directions the PAD mask reads: constant 1 at every position / 1 exactly at PAD.
-ONE_LABEL = "one"
-PAD_LABEL = "tokens:PAD"
+ONE_LABEL = ONE_NAME
+PAD_LABEL = str(BasisDirection(TOKENS_NAME, "PAD"))
 # What TransformerLens 4 divides attention scores by; a power of two, so folding it into W_Q
 # and dividing it out again are both exact.
 TL4_ATTN_SCALE = 2.0
@@ -308,12 +310,6 @@ def export_weights(model: CompiledModel, *, attn_scale: float | None = None) -> 
     return ExportedWeights(arrays, cfg, info)
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    weights = np.exp(shifted)
-    return weights / weights.sum(axis=-1, keepdims=True)
-
-
 def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.ndarray:
     """Logits `[batch, T, d_vocab_out]` of the exported architecture, computed in float64.
 
@@ -335,7 +331,7 @@ def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.
         scores = np.einsum("bhte,bhse->bhts", q, k) / scale
         if cfg["attention_dir"] == "causal":
             scores = np.where(future, -np.inf, scores)
-        mixed = np.einsum("bhts,bhse->bhte", _softmax(scores), v)
+        mixed = np.einsum("bhts,bhse->bhte", softmax(scores), v)
         resid = resid + np.einsum("bhte,hed->btd", mixed, weights[f"{p}.attn.W_O"]) + weights[f"{p}.attn.b_O"]
         if not cfg["attn_only"]:
             hidden = np.maximum(resid @ weights[f"{p}.mlp.W_in"] + weights[f"{p}.mlp.b_in"], 0.0)

@@ -27,7 +27,6 @@ import inspect
 import json
 import os
 import pathlib
-import secrets
 import struct
 from typing import Any, Literal
 
@@ -35,9 +34,11 @@ import numpy as np
 import safetensors.numpy
 
 from compiler.io import serialize
+from compiler.io.atomic import atomic_write_bytes
 from compiler.model.compiled_model import CompiledModel
 from compiler.errors import ModelFileError
-from compiler.model.transformer import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear, build
+from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.transformer import build
 
 FORMAT = "tracr-compile-model"
 FORMAT_VERSION = 2
@@ -196,7 +197,7 @@ def save_model(
     label: str | None = None,
     storage: Storage = "dense",
 ) -> pathlib.Path:
-    """Write `model` to `path` atomically (temporary file in the same folder, then rename).
+    """Write `model` to `path` atomically (`compiler.io.atomic`: temporary file, fsync, rename).
 
     `source` is the program's source text to keep in the file (see `program_source`); `label`
     the program's name (default: the label of `model.program`, if any); `storage` `"dense"`
@@ -205,21 +206,7 @@ def save_model(
     (0666 minus the umask). Raises `ModelFileError` if a token or s-op value has a type the
     format cannot store.
     """
-    path = pathlib.Path(path)
-    data = model_bytes(model, source, label, storage)
-    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
-    # os.open applies the umask to 0o666 itself, as for any new file (mkstemp would force 0600).
-    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_bytes(path, model_bytes(model, source, label, storage))
 
 
 # -- loading ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import ModelFileError
-from compiler.model.transformer import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 
 

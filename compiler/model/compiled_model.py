@@ -13,7 +13,8 @@ import networkx as nx
 import numpy as np
 
 from compiler.model.encoders import InputEncoder, OutputEncoder
-from compiler.model.transformer import AttentionSpec, ModelConfig, ModelOutput
+from compiler.model.config import AttentionSpec, ModelConfig
+from compiler.model.transformer import ModelOutput
 from craft.bases import VectorSpaceWithBasis
 from craft.blocks import SeriesWithResiduals
 

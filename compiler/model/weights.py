@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from compiler.model.transformer import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
 
 
 class HasWeights(Protocol):

@@ -1,13 +1,18 @@
 """The compiler's passes, numpy and networkx only, in pipeline order.
 
-1. ``graph``: trace a RASP program into a networkx graph (``relabel``, ``primitives`` help).
-2. ``values``: infer every s-op's value set (``positional`` keeps them per position).
-3. ``selectors``: per-selector facts the later passes share.
-4. ``discretise``, ``validate``: refuse what cannot be compiled, with the reason.
-5. ``lower``: one Craft block per s-op; ``optimize`` folds, fuses and prunes them.
-6. ``allocate``: place blocks on layers (longest path or an exact MILP).
-7. ``assemble``: lay out the residual stream and turn blocks into weight records
-   (``qk_factor`` factors large query-key blocks).
+1. ``primitives``, ``discretise``: rewrite the RASP program (``length``; categorical copies of
+   numerical s-ops read as one-hots).
+2. ``graph``: trace it into a networkx graph (``relabel`` makes labels unique); ``NodeKind``
+   and the graph queries every pass shares.
+3. ``values``: infer every s-op's value set (``positional`` keeps them per position).
+4. ``fuse``: fuse chains of elementwise operations.
+5. ``validate``: refuse what cannot be compiled exactly, with the reason (``selectors``
+   normalises selectors; ``numerical_maps`` measures numerical Maps, reused by lowering).
+6. ``optimize``: fold, fuse and prune; ``lower``: Craft blocks per s-op.
+7. ``allocate``: place blocks on sub-layers (longest path or an exact MILP).
+8. ``assemble``: lay out the residual stream, build the embeddings and turn blocks into weight
+   records (``qk_factor`` factors large query-key blocks).
 
-Nothing here imports JAX; the Haiku model lives in ``compiler.model``.
+Nothing here imports JAX; the Haiku model lives in ``compiler.model`` (its JAX-free
+configuration records, which ``assemble`` produces, in ``compiler.model.config``).
 """

@@ -26,32 +26,10 @@ import networkx as nx
 import numpy as np
 
 from compiler.passes import graph as g
-from compiler.passes import selectors
+from craft.blocks import Block, combine_in_parallel
 
 # An allocator maps the lowered graph to {label: sub-layer index of the node's *last* block}.
 Allocator = Callable[[nx.DiGraph], dict[str, int]]
-
-EMBEDDED_KINDS = ("tokens", "indices", "full", "constant")
-
-
-def node_inputs(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
-    """The s-op labels a node reads (through its selector, for attention nodes)."""
-    node = graph.nodes[label]
-    if "inputs" in node:
-        return tuple(node["inputs"])
-    expr = node[g.EXPR]
-    kind = node[g.KIND]
-    if kind in EMBEDDED_KINDS:
-        return ()
-    if kind == "map":
-        return (expr.inner.label,)
-    if kind in ("sequence_map", "linear_sequence_map"):
-        return (expr.fst.label, expr.snd.label)
-    leaves = selectors.conjunction(expr.selector)
-    read = {name for leaf in leaves for name in (leaf.keys, leaf.queries)}
-    if kind == "aggregate":
-        read.add(expr.sop.label)
-    return tuple(sorted(read))
 
 
 def _next(after: int, parity: int) -> int:
@@ -65,24 +43,24 @@ def longest_path(graph: nx.DiGraph) -> dict[str, int]:
     ready: dict[str, int] = {}
     for label in g.sop_nodes(graph):
         kind = graph.nodes[label][g.KIND]
-        if kind in EMBEDDED_KINDS:
+        if kind.embedded:
             ready[label] = -1
             continue
-        after = max((ready[i] for i in node_inputs(graph, label)), default=-1)
-        if kind in ("map", "sequence_map", "linear_sequence_map"):
+        after = max((ready[i] for i in g.node_inputs(graph, label)), default=-1)
+        if kind.elementwise:
             ready[label] = _next(after, 1)
-        elif kind == "aggregate":
+        elif kind is g.NodeKind.AGGREGATE:
             ready[label] = _next(after, 0)
         else:  # selector_width: attention, then the MLP right after it
             ready[label] = _next(after, 0) + 1
     return ready
 
 
-def _sublayer_kind(kind: str) -> tuple[int, int]:
+def _sublayer_kind(kind: g.NodeKind) -> tuple[int, int]:
     """(parity of the node's first block, number of blocks) for a computing node."""
-    if kind in ("map", "sequence_map", "linear_sequence_map"):
+    if kind.elementwise:
         return 1, 1
-    if kind == "aggregate":
+    if kind is g.NodeKind.AGGREGATE:
         return 0, 1
     return 0, 2  # selector_width: attention, then the MLP right after it
 
@@ -98,7 +76,7 @@ def milp_schedule(graph: nx.DiGraph) -> dict[str, int]:
     """
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    ready = {label: -1 for label in g.sop_nodes(graph) if graph.nodes[label][g.KIND] in EMBEDDED_KINDS}
+    ready = {label: -1 for label in g.sop_nodes(graph) if graph.nodes[label][g.KIND].embedded}
     computing = [label for label in g.sop_nodes(graph) if label not in ready]
     if not computing:
         return ready
@@ -108,7 +86,7 @@ def milp_schedule(graph: nx.DiGraph) -> dict[str, int]:
     rows, lower = [], []
     for label in computing:
         parity, blocks = shape[label]
-        for source in node_inputs(graph, label):
+        for source in g.node_inputs(graph, label):
             if source in ready:
                 continue  # embeddings come before every sub-layer
             # 2 z_v + p_v >= 2 z_u + p_u + (blocks_u - 1) + 1
@@ -141,3 +119,24 @@ def milp_schedule(graph: nx.DiGraph) -> dict[str, int]:
         parity, blocks = shape[label]
         ready[label] = 2 * int(layers[column[label]]) + parity + blocks - 1
     return ready
+
+
+def place_blocks(graph: nx.DiGraph, allocator: Allocator = longest_path) -> list[Block | None]:
+    """The model's sub-layers: each holds the blocks `allocator` placed there, run in parallel
+    (`None` for an empty sub-layer). Records every node's transformer layer as `LAYER`.
+
+    A node's blocks (`graph.BLOCKS`, in execution order) end at its scheduled sub-layer.
+    """
+    schedule = allocator(graph)
+    placed: dict[int, list] = {}
+    for label in g.sop_nodes(graph):
+        blocks = graph.nodes[label].get(g.BLOCKS, ())
+        first = schedule[label] - (len(blocks) - 1)
+        for offset, (parity, block) in enumerate(blocks):
+            index = first + offset
+            if index % 2 != parity:  # pragma: no cover - the allocator guarantees parity
+                raise AssertionError(f"{label}: block placed in a sub-layer of the wrong kind")
+            placed.setdefault(index, []).append(block)
+        graph.nodes[label][g.LAYER] = schedule[label] // 2 if blocks else None
+    count = max(placed, default=-1) + 1
+    return [combine_in_parallel(placed[i]) if i in placed else None for i in range(count)]

@@ -1,18 +1,26 @@
-"""Trace a RASP program into a `networkx.DiGraph`.
+"""Trace a RASP program into a `networkx.DiGraph`, and the graph vocabulary every pass shares.
 
 One node per RASP expression (s-ops and selectors), keyed by its label, made unique first
-(`compiler.passes.relabel`: a second expression with a taken name becomes `name_2`; the node's `NAME`
-attribute keeps the user's name); an edge runs from each child to the expression that reads it. Later passes add node attributes (value set, output space,
-Craft blocks, layer); this pass records only the expression and what kind of operation it is.
+(`compiler.passes.relabel`: a second expression with a taken name becomes `name_2`; the node's
+`NAME` attribute keeps the user's name); an edge runs from each child to the expression that
+reads it. Later passes add node attributes (value set, output space, Craft blocks, layer); this
+pass records only the expression and its `NodeKind`. The queries at the end (`node_inputs`,
+`operation`, `sop_space`, ...) are how later passes read a node.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
+from typing import Any
+
 import networkx as nx
 
 from compiler.errors import UnsupportedProgramError
+from compiler.passes import selectors
 from compiler.passes.primitives import expand_length
 from compiler.passes.relabel import unique_labels
+from craft.bases import INDICES_NAME, TOKENS_NAME, BasisDirection, VectorSpaceWithBasis
 from rasp import rasp
 
 # Node attribute names, shared by every pass.
@@ -26,28 +34,73 @@ BLOCKS = "blocks"
 LAYER = "layer"
 USES_LENGTH = "uses_length"  # graph attribute: the program reads rasp.length
 NAME = "name"  # the user's label (node keys get a suffix where two expressions share it)
+# Set on nodes rewritten by fusion (`compiler.passes.fuse`, `compiler.passes.optimize`): the
+# node's function, the labels it reads, and the labels of the nodes it absorbed.
+FN = "fn"
+INPUTS = "inputs"
+FUSED = "fused"
 
 
-def expression_kind(expr: rasp.RASPExpr) -> str:
+class NodeKind(enum.Enum):
+    """The operation kinds the compiler lowers; every pass dispatches on these."""
+
+    TOKENS = "tokens"
+    INDICES = "indices"
+    FULL = "full"
+    CONSTANT = "constant"
+    MAP = "map"
+    SEQUENCE_MAP = "sequence_map"
+    LINEAR_SEQUENCE_MAP = "linear_sequence_map"
+    AGGREGATE = "aggregate"
+    SELECTOR_WIDTH = "selector_width"
+    SELECT = "select"
+    CONSTANT_SELECTOR = "constant_selector"
+    SELECTOR_AND = "selector_and"
+    SELECTOR_OR = "selector_or"
+    SELECTOR_NOT = "selector_not"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def embedded(self) -> bool:
+        """Written by the embeddings: no block computes it."""
+        return self in (NodeKind.TOKENS, NodeKind.INDICES, NodeKind.FULL, NodeKind.CONSTANT)
+
+    @property
+    def elementwise(self) -> bool:
+        """Computed position by position: one MLP."""
+        return self in (NodeKind.MAP, NodeKind.SEQUENCE_MAP, NodeKind.LINEAR_SEQUENCE_MAP)
+
+    @property
+    def attention(self) -> bool:
+        """Reads other positions through a selector: an attention head (and, for a selector
+        width, the MLP after it)."""
+        return self in (NodeKind.AGGREGATE, NodeKind.SELECTOR_WIDTH)
+
+
+# Order matters: subclasses before their bases.
+_EXPRESSION_KINDS: tuple[tuple[type, NodeKind], ...] = (
+    (rasp.TokensType, NodeKind.TOKENS),
+    (rasp.IndicesType, NodeKind.INDICES),
+    (rasp.Full, NodeKind.FULL),
+    (rasp.ConstantSOp, NodeKind.CONSTANT),
+    (rasp.LinearSequenceMap, NodeKind.LINEAR_SEQUENCE_MAP),
+    (rasp.SequenceMap, NodeKind.SEQUENCE_MAP),
+    (rasp.Map, NodeKind.MAP),
+    (rasp.Aggregate, NodeKind.AGGREGATE),
+    (rasp.SelectorWidth, NodeKind.SELECTOR_WIDTH),
+    (rasp.Select, NodeKind.SELECT),
+    (rasp.ConstantSelector, NodeKind.CONSTANT_SELECTOR),
+    (rasp.SelectorAnd, NodeKind.SELECTOR_AND),
+    (rasp.SelectorOr, NodeKind.SELECTOR_OR),
+    (rasp.SelectorNot, NodeKind.SELECTOR_NOT),
+)
+
+
+def expression_kind(expr: rasp.RASPExpr) -> NodeKind:
     """Classify an expression into the operation kinds the compiler lowers."""
-    # Order matters: subclasses before their bases.
-    kinds: tuple[tuple[type, str], ...] = (
-        (rasp.TokensType, "tokens"),
-        (rasp.IndicesType, "indices"),
-        (rasp.Full, "full"),
-        (rasp.ConstantSOp, "constant"),
-        (rasp.LinearSequenceMap, "linear_sequence_map"),
-        (rasp.SequenceMap, "sequence_map"),
-        (rasp.Map, "map"),
-        (rasp.Aggregate, "aggregate"),
-        (rasp.SelectorWidth, "selector_width"),
-        (rasp.Select, "select"),
-        (rasp.ConstantSelector, "constant_selector"),
-        (rasp.SelectorAnd, "selector_and"),
-        (rasp.SelectorOr, "selector_or"),
-        (rasp.SelectorNot, "selector_not"),
-    )
-    for cls, kind in kinds:
+    for cls, kind in _EXPRESSION_KINDS:
         if isinstance(expr, cls):
             return kind
     raise UnsupportedProgramError(
@@ -83,11 +136,11 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
             stack.append(child)
     # A ConstantSelector compares positions: its head reads `indices`, a child it does not list.
     for label, data in list(graph.nodes(data=True)):
-        if data[KIND] == "constant_selector":
-            if "indices" not in graph:
-                graph.add_node("indices", **{EXPR: rasp.indices, KIND: "indices", NAME: "indices"})
-            graph.add_edge("indices", label)
-    if "tokens" not in graph:
+        if data[KIND] is NodeKind.CONSTANT_SELECTOR:
+            if INDICES_NAME not in graph:
+                graph.add_node(INDICES_NAME, **{EXPR: rasp.indices, KIND: NodeKind.INDICES, NAME: INDICES_NAME})
+            graph.add_edge(INDICES_NAME, label)
+    if TOKENS_NAME not in graph:
         raise UnsupportedProgramError(
             [f"{program.label}: the program never reads `tokens`, so its output does not depend "
              "on the input; build it from rasp.tokens (and rasp.indices)"]
@@ -95,7 +148,7 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
     if not nx.is_directed_acyclic_graph(graph):  # pragma: no cover - RASP builds DAGs only
         raise UnsupportedProgramError(["the expression graph has a cycle"])
     graph.graph["sources"] = tuple(
-        label for label in ("tokens", "indices") if label in graph
+        label for label in (TOKENS_NAME, INDICES_NAME) if label in graph
     )
     return graph
 
@@ -118,3 +171,49 @@ def consumers(graph: nx.DiGraph, label: str) -> list[str]:
         else:
             found.extend(consumers(graph, succ))
     return sorted(set(found))
+
+
+def node_inputs(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
+    """The s-op labels a node reads (through its selector, for attention nodes)."""
+    node = graph.nodes[label]
+    if INPUTS in node:
+        return tuple(node[INPUTS])
+    expr = node[EXPR]
+    kind = node[KIND]
+    if kind.embedded:
+        return ()
+    if kind is NodeKind.MAP:
+        return (expr.inner.label,)
+    if kind in (NodeKind.SEQUENCE_MAP, NodeKind.LINEAR_SEQUENCE_MAP):
+        return (expr.fst.label, expr.snd.label)
+    leaves = selectors.conjunction(expr.selector)
+    read = {name for leaf in leaves for name in (leaf.keys, leaf.queries)}
+    if kind is NodeKind.AGGREGATE:
+        read.add(expr.sop.label)
+    return tuple(sorted(read))
+
+
+def operation(graph: nx.DiGraph, label: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    """An elementwise node's function and the labels it reads, after any fusion."""
+    node = graph.nodes[label]
+    if FN in node:
+        return node[FN], tuple(node[INPUTS])
+    return node[EXPR].f, node_inputs(graph, label)
+
+
+def is_numerical(graph: nx.DiGraph, label: str) -> bool:
+    """Whether the s-op `label` is numerically encoded (one direction) rather than one-hot."""
+    return rasp.is_numerical(graph.nodes[label][EXPR])
+
+
+def sop_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
+    """The residual subspace an s-op owns: one-hot over its values, or one direction."""
+    node = graph.nodes[label]
+    if is_numerical(graph, label):
+        return VectorSpaceWithBasis((BasisDirection(label),))
+    return VectorSpaceWithBasis.from_values(label, node[VALUE_SET])
+
+
+def hidden_name(label: str) -> str:
+    """The name of a node's MLP hidden directions (unique per node, so parallel MLPs merge)."""
+    return f"{label}_hidden"

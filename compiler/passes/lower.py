@@ -1,39 +1,26 @@
 """Lower every s-op node to Craft blocks from the chamber.
 
-Before lowering, chains of elementwise operations are fused: a `Map` whose input is another
-`Map` (or a categorical `SequenceMap`) read by nothing else becomes one MLP, saving a layer and
-the intermediate's residual directions. Fused nodes keep their own label; the absorbed node
-leaves the graph. After lowering, each computing node has `BLOCKS`: a tuple of
-`(parity, block)` with parity 0 for attention and 1 for MLP, in execution order.
+Runs on the fused (`compiler.passes.fuse`) and optimised graph. After lowering, each s-op node
+has its `OUTPUT_SPACE` and each computing node its `BLOCKS`: a tuple of `(parity, block)` with
+parity 0 for attention and 1 for MLP, in execution order.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from compiler.passes import graph as g
 from compiler.passes import selectors
-from compiler.passes.allocate import EMBEDDED_KINDS, node_inputs
+from compiler.passes.numerical_maps import NUMERICAL_FIT, NUMERICAL_FITS, Diagonal, fit_numerical_map
 from compiler.passes.optimize import fold_maps
-from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
+from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
-from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
+from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
 from craft.maps import BilinearMap
 from rasp import rasp
-
-ONE = BasisDirection("one")
-
-# Node attribute of a numerical -> numerical Map: its `NumericalMapFit` (construction, error).
-NUMERICAL_FIT = "numerical_fit"
-# Graph attribute: {label: NumericalMapFit} measured by validation, reused here when it was
-# built for the same BOS direction.
-NUMERICAL_FITS = "numerical_fits"
-
 
 @dataclasses.dataclass(frozen=True)
 class LoweringOptions:
@@ -55,117 +42,24 @@ class LoweringOptions:
 
 
 def output_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
-    """The residual subspace an s-op owns: one-hot over its values, or one direction."""
+    """The residual subspace an s-op owns (`graph.sop_space`), kept on the node as `OUTPUT_SPACE`."""
     node = graph.nodes[label]
     if g.OUTPUT_SPACE not in node:
-        if rasp.is_numerical(node[g.EXPR]):
-            node[g.OUTPUT_SPACE] = VectorSpaceWithBasis((BasisDirection(label),))
-        else:
-            node[g.OUTPUT_SPACE] = VectorSpaceWithBasis.from_values(label, node[g.VALUE_SET])
+        node[g.OUTPUT_SPACE] = g.sop_space(graph, label)
     return node[g.OUTPUT_SPACE]
 
 
-def _compose(outer: Callable, inner: Callable) -> Callable:
-    """`outer ∘ inner` with RASP's None propagation (outer is never called on None)."""
-
-    def fused(*args: Any) -> Any:
-        middle = inner(*args)
-        return None if middle is None else outer(middle)
-
-    return fused
-
-
-def _is_numerical(graph: nx.DiGraph, label: str) -> bool:
-    return rasp.is_numerical(graph.nodes[label][g.EXPR])
-
-
-def _operation(graph: nx.DiGraph, label: str) -> tuple[Callable, tuple[str, ...]]:
-    node = graph.nodes[label]
-    if "fn" in node:
-        return node["fn"], tuple(node["inputs"])
-    return node[g.EXPR].f, node_inputs(graph, label)
-
-
-def fuse_elementwise(graph: nx.DiGraph) -> None:
-    """Fuse `Map(f, X)` into `X` when X is a Map or categorical SequenceMap read only here."""
-    sink = graph.graph["sink"]
-    changed = True
-    while changed:
-        changed = False
-        for label in g.sop_nodes(graph):
-            if graph.nodes[label][g.KIND] != "map":
-                continue
-            (inner,) = _operation(graph, label)[1]
-            inner_node = graph.nodes[inner]
-            fusable = inner_node[g.KIND] == "map" or (
-                inner_node[g.KIND] == "sequence_map"
-                and not any(_is_numerical(graph, i) for i in _operation(graph, inner)[1])
-            )
-            if not fusable or inner == sink or list(graph.successors(inner)) != [label]:
-                continue
-            outer_f, _ = _operation(graph, label)
-            inner_f, inputs = _operation(graph, inner)
-            node = graph.nodes[label]
-            node["fn"] = _compose(outer_f, inner_f)
-            node["inputs"] = inputs
-            node[g.KIND] = inner_node[g.KIND]
-            node["fused"] = tuple(inner_node.get("fused", ())) + (inner,)
-            graph.remove_node(inner)
-            for source in inputs:
-                graph.add_edge(source, label)
-            changed = True
-            break
-
-
-def _hidden(label: str) -> str:
-    return f"{label}_hidden"
-
-
-def numerical_map_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, str] | None:
-    """`(f, input label)` when the (fused) node lowers to a numerical -> numerical Map MLP."""
-    node = graph.nodes[label]
-    if node[g.KIND] not in ("map", "sequence_map") or not _is_numerical(graph, label):
-        return None
-    fn, inputs = _operation(graph, label)
-    if len(set(inputs)) != 1 or not _is_numerical(graph, inputs[0]):
-        return None
-    if len(inputs) == 2:  # f(x, x) of one s-op
-        binary = fn
-        fn = lambda x: binary(x, x)  # noqa: E731
-    return fn, inputs[0]
-
-
-def fit_numerical_map(
-    graph: nx.DiGraph, label: str, mlp_exactness: float, bos: BasisDirection
-) -> numerical_fit.NumericalMapFit | None:
-    """The measured MLP of a numerical -> numerical Map node (None for other nodes)."""
-    operation = numerical_map_operation(graph, label)
-    if operation is None:
-        return None
-    fn, inner = operation
-    return numerical_fit.fit_numerical_map(
-        fn,
-        output_space(graph, inner),
-        output_space(graph, label),
-        graph.nodes[inner][g.VALUE_SET],
-        VectorSpaceWithBasis((ONE,)),
-        VectorSpaceWithBasis((bos,)),
-        exactness=mlp_exactness,
-        hidden_name=_hidden(label),
-    )
-
-
 def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
-    fn, (inner,) = _operation(graph, label)
+    fn, (inner,) = g.operation(graph, label)
     in_space, out_space = output_space(graph, inner), output_space(graph, label)
-    numerical_in, numerical_out = _is_numerical(graph, inner), _is_numerical(graph, label)
+    numerical_in, numerical_out = g.is_numerical(graph, inner), g.is_numerical(graph, label)
     if not numerical_in:
         if numerical_out:
             return categorical_mlp.map_categorical_to_numerical_mlp(
-                in_space, out_space, fn, hidden_name=_hidden(label), one_space=options.one_space
+                in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space
             )
         return categorical_mlp.map_categorical_mlp(
-            in_space, out_space, fn, hidden_name=_hidden(label), one_space=options.one_space
+            in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space
         )
     if numerical_out:
         fit = graph.graph.get(NUMERICAL_FITS, {}).get(label)
@@ -181,22 +75,21 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
         options.one_space,
         options.bos_space,
         exactness=options.mlp_exactness,
-        hidden_name=_hidden(label),
+        hidden_name=g.hidden_name(label),
     )
 
 
 def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
     node = graph.nodes[label]
-    fn, (fst, snd) = _operation(graph, label)
+    fn, (fst, snd) = g.operation(graph, label)
     out_space = output_space(graph, label)
     linear = (
-        node[g.KIND] == "linear_sequence_map"
-        and _is_numerical(graph, fst)
-        and _is_numerical(graph, label)
+        node[g.KIND] is g.NodeKind.LINEAR_SEQUENCE_MAP
+        and g.is_numerical(graph, fst)
+        and g.is_numerical(graph, label)
     )
     if fst == snd and not linear:  # f(x, x) reads one s-op: a Map
-        diagonal = lambda x: fn(x, x)  # noqa: E731
-        node["fn"], node["inputs"] = diagonal, (fst,)
+        node[g.FN], node[g.INPUTS] = Diagonal(fn), (fst,)
         return _lower_map(graph, label, options)
     if linear:  # exact, and no discretisation error even when fst == snd
         expr = node[g.EXPR]
@@ -206,7 +99,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
             out_space,
             expr.fst_fac,
             expr.snd_fac,
-            hidden_name=_hidden(label),
+            hidden_name=g.hidden_name(label),
         )
     return categorical_mlp.sequence_map_categorical_mlp(
         output_space(graph, fst),
@@ -214,7 +107,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
         out_space,
         fn,
         options.one_space,
-        hidden_name=_hidden(label),
+        hidden_name=g.hidden_name(label),
     )
 
 
@@ -252,9 +145,9 @@ def _lower_aggregate(
     if expr.sop.label in folds:
         folded = folds[expr.sop.label]
         value_map = fold_maps.value_map(
-            output_space(graph, folded.inner), out_space, folded.fn, _is_numerical(graph, label)
+            output_space(graph, folded.inner), out_space, folded.fn, g.is_numerical(graph, label)
         )
-    elif _is_numerical(graph, label):
+    elif g.is_numerical(graph, label):
         value_map = categorical_attn.numerical_value_map(output_space(graph, expr.sop.label), out_space)
     else:
         value_map = categorical_attn.categorical_value_map(output_space(graph, expr.sop.label), out_space)
@@ -284,7 +177,7 @@ def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis)
     if not needs_bos_default(graph, label):
         return None
     row = np.zeros(out_space.num_dims)
-    if _is_numerical(graph, label):
+    if g.is_numerical(graph, label):
         row[0] = float(expr.default)
     else:
         row[out_space.index(BasisDirection(label, expr.default))] = 1.0
@@ -294,7 +187,7 @@ def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis)
 def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
     """Whether an Aggregate's default must be written by its head (BOS carries it)."""
     expr = graph.nodes[label][g.EXPR]
-    if _is_numerical(graph, label):
+    if g.is_numerical(graph, label):
         if expr.default == 0:
             return False
     elif expr.default is None:
@@ -317,10 +210,10 @@ def _lower_selector_width(
         options.max_seq_len,
         options.bos_space,
         options.one_space,
-        categorical_output=not _is_numerical(graph, label),
+        categorical_output=not g.is_numerical(graph, label),
         causal=options.causal,
         coldness=options.coldness,
-        hidden_name=_hidden(label),
+        hidden_name=g.hidden_name(label),
     )
 
 
@@ -329,15 +222,15 @@ def lower(graph: nx.DiGraph, options: LoweringOptions) -> None:
     for label in g.sop_nodes(graph):
         output_space(graph, label)
         kind = graph.nodes[label][g.KIND]
-        if kind in EMBEDDED_KINDS:
+        if kind.embedded:
             blocks: tuple = ()
-        elif kind == "map":
+        elif kind is g.NodeKind.MAP:
             blocks = ((1, _lower_map(graph, label, options)),)
-        elif kind in ("sequence_map", "linear_sequence_map"):
+        elif kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
             blocks = ((1, _lower_sequence_map(graph, label, options)),)
-        elif kind == "aggregate":
+        elif kind is g.NodeKind.AGGREGATE:
             blocks = ((0, _lower_aggregate(graph, label, options)),)
-        elif kind == "selector_width":
+        elif kind is g.NodeKind.SELECTOR_WIDTH:
             head, mlp = _lower_selector_width(graph, label, options)
             blocks = ((0, head), (1, mlp))
         else:  # pragma: no cover - graph.expression_kind admits nothing else for s-ops

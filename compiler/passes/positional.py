@@ -33,6 +33,7 @@ import numpy as np
 from compiler.passes import graph as g
 from compiler.passes import selectors
 from compiler.errors import UnsupportedProgramError
+from craft.bases import INDICES_NAME
 from rasp import rasp
 
 PositionSets = tuple[frozenset, ...]
@@ -54,24 +55,24 @@ def infer_positional(
     """
     expr, kind = node[g.EXPR], node[g.KIND]
     L = max_seq_len
-    if kind == "tokens":
+    if kind is g.NodeKind.TOKENS:
         return (frozenset(vocab),) * L, False
-    if kind == "indices":
+    if kind is g.NodeKind.INDICES:
         return tuple(frozenset({q}) for q in range(L)), False
-    if kind == "full":
+    if kind is g.NodeKind.FULL:
         return (frozenset({expr.fill} - {None}),) * L, expr.fill is None
-    if kind == "map":
+    if kind is g.NodeKind.MAP:
         inner = _positions(graph, expr.inner.label)
         if inner is None:
             return None
         return _map(expr, inner, graph.nodes[expr.inner.label][g.NULLABLE], call)
-    if kind in ("sequence_map", "linear_sequence_map"):
+    if kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         fst, snd = _positions(graph, expr.fst.label), _positions(graph, expr.snd.label)
         if fst is None or snd is None:
             return None
         nullable = graph.nodes[expr.fst.label][g.NULLABLE] or graph.nodes[expr.snd.label][g.NULLABLE]
         return _sequence_map(expr, fst, snd, nullable, call)
-    if kind == "aggregate":
+    if kind is g.NodeKind.AGGREGATE:
         return _aggregate(graph, expr, L)
     return None
 
@@ -135,7 +136,7 @@ def _selected_sets(graph: nx.DiGraph, expr: rasp.Aggregate, L: int) -> list[set[
         leaves = selectors.conjunction(expr.selector)
     except UnsupportedProgramError:
         return None
-    if not leaves or any(leaf.keys != "indices" or leaf.queries != "indices" for leaf in leaves):
+    if not leaves or any(leaf.keys != INDICES_NAME or leaf.queries != INDICES_NAME for leaf in leaves):
         return None
     table = np.ones((L, L), dtype=bool)
     try:

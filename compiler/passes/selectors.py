@@ -11,6 +11,7 @@ construction and is refused with the product-s-op rewrite as advice.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,9 @@ import networkx as nx
 
 from compiler.passes import graph as g
 from compiler.errors import UnsupportedProgramError
+from craft.bases import INDICES_NAME
 from rasp import rasp
+from rasp.comparison import PredicateAnd, PredicateNot, PredicateOr
 
 Predicate = Callable[[Any, Any], bool]  # predicate(key, query)
 
@@ -34,25 +37,17 @@ class Leaf:
     negated: bool  # True when a `not` was pushed into this leaf
 
 
-def _negate(predicate: Predicate) -> Predicate:
-    return lambda key, query: not predicate(key, query)
+@dataclass(frozen=True)
+class ConstantPattern:
+    """A `ConstantSelector`'s matrix as a predicate over (key index, query index); positions
+    outside the matrix are not selected."""
 
+    matrix: tuple[tuple[bool, ...], ...]
 
-def _all_of(predicates: list[Predicate]) -> Predicate:
-    return lambda key, query: all(p(key, query) for p in predicates)
-
-
-def _any_of(predicates: list[Predicate]) -> Predicate:
-    return lambda key, query: any(p(key, query) for p in predicates)
-
-
-def _constant_predicate(matrix: list) -> Predicate:
-    def predicate(key: int, query: int) -> bool:
-        if query < len(matrix) and key < len(matrix[query]):
-            return bool(matrix[query][key])
+    def __call__(self, key: int, query: int) -> bool:
+        if query < len(self.matrix) and key < len(self.matrix[query]):
+            return self.matrix[query][key]
         return False
-
-    return predicate
 
 
 def _rewrite_advice(label: str) -> str:
@@ -74,13 +69,13 @@ def _normalise(selector: rasp.Selector, negate: bool) -> list[Leaf]:
     if isinstance(selector, rasp.Select):
         predicate: Predicate = selector.predicate
         if negate:
-            predicate = _negate(predicate)
+            predicate = PredicateNot(predicate)
         return [Leaf(selector.keys.label, selector.queries.label, predicate, negate)]
     if isinstance(selector, rasp.ConstantSelector):
-        predicate = _constant_predicate(selector.value)
+        predicate = ConstantPattern(tuple(tuple(bool(x) for x in row) for row in selector.value))
         if negate:
-            predicate = _negate(predicate)
-        return [Leaf("indices", "indices", predicate, negate)]
+            predicate = PredicateNot(predicate)
+        return [Leaf(INDICES_NAME, INDICES_NAME, predicate, negate)]
     if isinstance(selector, rasp.SelectorNot):
         return _normalise(selector.inner, not negate)
     is_and = isinstance(selector, rasp.SelectorAnd)
@@ -98,7 +93,7 @@ def _normalise(selector: rasp.Selector, negate: bool) -> list[Leaf]:
     if len(pairs) != 1:
         raise UnsupportedProgramError([_rewrite_advice(selector.label)])
     keys, queries = pairs.pop()
-    combined = _any_of([left[0].predicate, right[0].predicate])
+    combined = PredicateOr(left[0].predicate, right[0].predicate)
     negated = left[0].negated or right[0].negated
     return [Leaf(keys, queries, combined, negated)]
 
@@ -114,7 +109,7 @@ def _merge(leaves: list[Leaf]) -> tuple[Leaf, ...]:
             merged.append(group[0])
         else:
             merged.append(
-                Leaf(keys, queries, _all_of([leaf.predicate for leaf in group]),
+                Leaf(keys, queries, functools.reduce(PredicateAnd, (leaf.predicate for leaf in group)),
                      any(leaf.negated for leaf in group))
             )
     return tuple(merged)
@@ -162,8 +157,8 @@ def reads_later_positions(graph: nx.DiGraph, label: str, leaves: tuple[Leaf, ...
     positions key > query. A conjunction is safe when any of its leaves is.
     """
     for leaf in leaves:
-        if leaf.keys == "indices" and leaf.queries == "indices":
-            positions = sorted(graph.nodes["indices"][g.VALUE_SET])
+        if leaf.keys == INDICES_NAME and leaf.queries == INDICES_NAME:
+            positions = sorted(graph.nodes[INDICES_NAME][g.VALUE_SET])
             if not any(
                 _safe_call(label, leaf.predicate, k, q)
                 for q in positions

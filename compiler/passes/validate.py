@@ -14,14 +14,14 @@ from typing import Any
 
 import networkx as nx
 
-from compiler.passes import graph as g
-from compiler.passes.discretise import discretise_numerical_inputs
-from compiler.passes import selectors
-from compiler.passes.allocate import node_inputs
 from compiler.errors import CausalSemanticsWarning, CompilerError, UnsupportedProgramError
-from compiler.passes.lower import NUMERICAL_FITS, fit_numerical_map, fuse_elementwise, numerical_map_operation
+from compiler.passes import graph as g
+from compiler.passes import selectors
+from compiler.passes.discretise import discretise_numerical_inputs
+from compiler.passes.fuse import fuse_elementwise
+from compiler.passes.numerical_maps import NUMERICAL_FITS, fit_numerical_map, numerical_map_operation
 from compiler.passes.values import infer_values
-from craft.bases import BasisDirection
+from craft.bases import BasisDirection, bos_direction
 from craft.chamber import numerical_mlp
 from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE, measurable_values
 from rasp import rasp
@@ -51,7 +51,7 @@ def validate(
         return list(error.problems)
     except CompilerError as error:
         return [str(error)]
-    problems = check_graph(graph, causal, causal_strict=causal_strict)
+    problems = check_graph(graph, fuse_elementwise(graph), causal, causal_strict=causal_strict)
     if not problems:
         warn_causal_semantics(graph, stacklevel=3)
     return problems
@@ -79,15 +79,18 @@ def warn_causal_semantics(graph: nx.DiGraph, stacklevel: int = 2) -> None:
 
 def check_graph(
     graph: nx.DiGraph,
+    fused: nx.DiGraph,
     causal: bool,
-    bos: BasisDirection = BasisDirection("tokens", "BOS"),
+    bos: BasisDirection = bos_direction(),
     causal_strict: bool = False,
 ) -> list[str]:
-    """Problems of an already traced graph with inferred values.
+    """Problems of a traced graph with inferred values; `fused` is the same graph after
+    elementwise fusion (`compiler.passes.fuse`), the graph that will be lowered.
 
-    Leaves the measured numerical Map fits in `graph.graph[NUMERICAL_FITS]` for lowering (built
-    with `bos` as the BOS direction), and in causal mode the selectors that may read later
-    positions in `graph.graph[CAUSAL_NOTES]` (problems instead when `causal_strict`).
+    Each s-op is checked on `graph`, as the user wrote it; sizes and numerical accuracy are judged
+    on `fused`. Leaves the measured numerical Map fits in `fused.graph[NUMERICAL_FITS]` for
+    lowering (built with `bos` as the BOS direction), and in causal mode the selectors that may
+    read later positions in `graph.graph[CAUSAL_NOTES]` (problems instead when `causal_strict`).
     """
     problems: list[str] = []
     notes: list[str] = []
@@ -98,13 +101,10 @@ def check_graph(
             "know at earlier positions; compile with causal=False, or use lib.make_length() "
             "(whose causal value is the length of the prefix)"
         )
-    # Sizes first: the other checks may build tables of the same size. Both size and numerical
-    # accuracy are judged on the graph as it will be lowered, after elementwise fusion.
-    fused = graph.copy()
-    fuse_elementwise(fused)
+    # Sizes first: the other checks may build tables of the same size.
     oversized = _oversized_blocks(fused)
     inaccurate, fits = ({}, {}) if oversized else _inaccurate_numerical_maps(fused, bos)
-    graph.graph[NUMERICAL_FITS] = fits
+    fused.graph[NUMERICAL_FITS] = fits
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
         kind = node[g.KIND]
@@ -113,14 +113,14 @@ def check_graph(
             continue
         if label in inaccurate:
             problems.append(inaccurate[label])
-        if kind == "map":
+        if kind is g.NodeKind.MAP:
             problems += _check_map(graph, node[g.EXPR])
-        elif kind in ("sequence_map", "linear_sequence_map"):
-            problems += _check_sequence_map(graph, node[g.EXPR], kind)
-        elif kind == "aggregate":
+        elif kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
+            problems += _check_sequence_map(graph, node[g.EXPR])
+        elif kind is g.NodeKind.AGGREGATE:
             problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
             problems += _check_aggregate(graph, node[g.EXPR])
-        elif kind == "selector_width":
+        elif kind is g.NodeKind.SELECTOR_WIDTH:
             problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
     return problems
 
@@ -204,8 +204,8 @@ def _block_shapes(graph: nx.DiGraph, label: str) -> list[tuple[int, int]]:
     node = graph.nodes[label]
     expr, kind = node[g.EXPR], node[g.KIND]
     out = _width(graph, label)
-    if kind in ("map", "sequence_map", "linear_sequence_map"):
-        inputs = node_inputs(graph, label)
+    if kind in (g.NodeKind.MAP, g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
+        inputs = g.node_inputs(graph, label)
         if len(set(inputs)) == 1:  # a Map, or f(x, x)
             (inner,) = set(inputs)
             if _encoding(graph, inner) == "categorical":
@@ -213,11 +213,11 @@ def _block_shapes(graph: nx.DiGraph, label: str) -> list[tuple[int, int]]:
                 return [(width + 1, width), (width, out)]
             hidden = 2 * len(graph.nodes[inner][g.VALUE_SET]) + 1  # two ramp units per value
             return [(3, hidden), (hidden, out)]
-        if kind == "linear_sequence_map" and _encoding(graph, label) == "numerical":
+        if kind is g.NodeKind.LINEAR_SEQUENCE_MAP and _encoding(graph, label) == "numerical":
             return []
         fst, snd = (_width(graph, i) for i in inputs)
         return [(fst + snd + 1, fst * snd), (fst * snd, out)]
-    if kind in ("aggregate", "selector_width"):
+    if kind in (g.NodeKind.AGGREGATE, g.NodeKind.SELECTOR_WIDTH):
         try:
             leaves = selectors.conjunction(expr.selector)
         except UnsupportedProgramError:
@@ -225,7 +225,7 @@ def _block_shapes(graph: nx.DiGraph, label: str) -> list[tuple[int, int]]:
         queries = sum(_width(graph, leaf.queries) for leaf in leaves)
         keys = sum(_width(graph, leaf.keys) for leaf in leaves)
         shapes = [(queries + 1, keys + 1)]
-        if kind == "aggregate":
+        if kind is g.NodeKind.AGGREGATE:
             shapes.append((_width(graph, expr.sop.label), out))
         return shapes
     return []
@@ -282,21 +282,10 @@ def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list
     ]
 
 
-def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap, kind: str) -> list[str]:
-    encodings = (_encoding(graph, expr.fst.label), _encoding(graph, expr.snd.label))
+def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap) -> list[str]:
+    # A numerical input reaches a SequenceMap only in an exact linear one: compiler.passes.discretise
+    # gives every other SequenceMap categorical copies of its numerical inputs.
     problems = []
-    if expr.fst.label == expr.snd.label and encodings[0] == "numerical" and not rasp.is_numerical(expr):
-        # f(x, x) of one numerical s-op is lowered as a discretising Map of it.
-        f = expr.f
-        problems += _check_resolvable(graph, expr.label, lambda x: f(x, x), expr.fst.label)
-    linear_numerical = kind == "linear_sequence_map" and encodings == ("numerical", "numerical")
-    if not linear_numerical and "numerical" in encodings:
-        which = [s.label for s, e in zip((expr.fst, expr.snd), encodings) if e == "numerical"]
-        problems.append(
-            f"{expr.label}: SequenceMap reads the numerical s-op(s) {', '.join(which)}; a "
-            "two-input MLP needs categorical inputs (wrap them as categorical(Map(lambda x: x, "
-            "...))), or use LinearSequenceMap with two numerical inputs"
-        )
     if rasp.is_numerical(expr) and (
         _nullable(graph, expr.fst.label) or _nullable(graph, expr.snd.label)
     ):

@@ -64,29 +64,29 @@ def _infer_node(
     expr = node[g.EXPR]
     kind = node[g.KIND]
     numerical = rasp.is_numerical(expr)
-    if kind == "tokens":
+    if kind is g.NodeKind.TOKENS:
         return _checked(expr, set(vocab), numerical), False
-    if kind == "indices":
+    if kind is g.NodeKind.INDICES:
         return set(range(max_seq_len)), False
-    if kind == "full":
+    if kind is g.NodeKind.FULL:
         return _checked(expr, {expr.fill}, numerical), expr.fill is None
-    if kind == "constant":
+    if kind is g.NodeKind.CONSTANT:
         values = [v for v in expr.value]
         return _checked(expr, {v for v in values if v is not None}, numerical), None in values
-    if kind == "map":
+    if kind is g.NodeKind.MAP:
         inner = graph.nodes[expr.inner.label]
         return _apply_unary(expr, expr.f, inner[g.VALUE_SET], inner[g.NULLABLE], numerical)
-    if kind in ("sequence_map", "linear_sequence_map"):
+    if kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         fst = graph.nodes[expr.fst.label]
         snd = graph.nodes[expr.snd.label]
         if (
-            kind == "linear_sequence_map"
+            kind is g.NodeKind.LINEAR_SEQUENCE_MAP
             and numerical
             and _all_numbers(fst[g.VALUE_SET] | snd[g.VALUE_SET])
         ):
             return _linear_combinations(expr, fst, snd, numerical)
         return _apply_binary(expr, fst, snd, numerical)
-    if kind == "aggregate":
+    if kind is g.NodeKind.AGGREGATE:
         sop = graph.nodes[expr.sop.label]
         may_be_empty = not _always_selects(graph, expr)
         if numerical:
@@ -99,7 +99,7 @@ def _infer_node(
             values.add(expr.default)
         nullable = sop[g.NULLABLE] or (may_be_empty and expr.default is None)
         return _checked(expr, values, False), nullable
-    if kind == "selector_width":
+    if kind is g.NodeKind.SELECTOR_WIDTH:
         return set(range(max_seq_len + 1)), False
     raise ValueInferenceError(f"{expr.label}: cannot infer values of a {kind} node")
 

@@ -7,12 +7,12 @@ import csv
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import jax
 
+from compiler.io.atomic import atomic_write_text
 from compression.config import OptimizerConfig
 
 
@@ -55,15 +55,6 @@ def base_parser(name: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _atomic_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-    return path
-
-
 def _clean(value: Any) -> Any:
     """JSON-safe: numpy scalars to Python, NaN/inf to None."""
     if isinstance(value, Mapping):
@@ -79,7 +70,7 @@ def _clean(value: Any) -> Any:
 
 def write_json(path: Path, data: Mapping[str, Any]) -> Path:
     """Write ``data`` as indented JSON, atomically."""
-    return _atomic_text(path, json.dumps(_clean(data), indent=2, sort_keys=False) + "\n")
+    return atomic_write_text(path, json.dumps(_clean(data), indent=2, sort_keys=False) + "\n")
 
 
 def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
@@ -92,7 +83,7 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: _clean(v) for k, v in row.items()})
-    return _atomic_text(path, buffer.getvalue())
+    return atomic_write_text(path, buffer.getvalue())
 
 
 def comparison_table(rows: Iterable[tuple[str, str, str]]) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from compiler import CausalSemanticsWarning, UnsupportedProgramError, compile_rasp
 from compiler.cli.examples import EXAMPLES
-from compiler_test_helpers import outputs_match, random_inputs
+from support import outputs_match, random_inputs
 from rasp import rasp
 
 SETTINGS = ((6, 8), (10, 32))  # (vocabulary size, max_seq_len)

@@ -14,8 +14,9 @@ from compiler import CompilerError, compile_rasp
 from compiler.cli.examples import EXAMPLES
 from compiler.fuzzing.differential import run_model
 from compiler.passes.optimize import PASSES, applied
-from compiler_test_helpers import outputs_match, random_inputs
-from rasp import program_spec, random_programs, rasp
+from support import outputs_match, random_inputs
+from compiler.fuzzing import program_spec, random_programs
+from rasp import rasp
 
 SIZE, MAX_SEQ_LEN, INPUTS = 6, 8, 200
 

@@ -5,7 +5,7 @@ import pytest
 from compiler import compile_rasp
 from compiler.passes import graph as g
 from compiler.cli.summary import model_summary, summary_text
-from compiler_test_helpers import outputs_match, random_inputs
+from support import outputs_match, random_inputs
 from rasp import lib, rasp
 
 VOCAB = ("a", "b", "c")

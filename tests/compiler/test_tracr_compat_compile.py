@@ -9,7 +9,7 @@ from typing import List
 import pytest
 
 from compiler import UnsupportedProgramError, compile_rasp
-from compiler_test_helpers import outputs_match, random_inputs
+from support import outputs_match, random_inputs
 from rasp import rasp
 
 TRACR_PUBLIC_NAMES = (

@@ -15,7 +15,7 @@ from craft.chamber.categorical_attn import (
     predicate_table,
     selector_qk,
 )
-from craft_helpers import BOS_SPACE, ONE_SPACE, decode_categorical, stream
+from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 TOL = 1e-6
 

@@ -15,7 +15,7 @@ from craft.chamber.numerical_mlp import (
     map_numerical_mlp,
     map_numerical_to_categorical_mlp,
 )
-from craft_helpers import BOS_SPACE, ONE_SPACE, decode_categorical, stream
+from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 TOL = 1e-9
 X = BasisDirection("x")

@@ -8,7 +8,7 @@ from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import SeriesWithResiduals
 from craft.chamber.categorical_attn import selector_qk
 from craft.chamber.selector_width import scratch_direction, selector_width
-from craft_helpers import BOS_SPACE, ONE_SPACE, decode_categorical, stream
+from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 
 def _setup(n, pred, categorical, causal=False):

@@ -2,7 +2,8 @@
 
 import collections
 
-from rasp import lib, program_spec, random_programs, rasp
+from compiler.fuzzing import program_spec, random_programs
+from rasp import lib, rasp
 
 from compiler.fuzzing import driver
 from compiler.fuzzing.differential import FAILURES

@@ -29,7 +29,6 @@ import numpy as np
 
 from compiler.passes import graph as g
 from compiler.passes import selectors
-from compiler.passes.allocate import node_inputs
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.maps import LinearMap
 from rasp import rasp
@@ -38,8 +37,6 @@ from rasp import rasp
 FOLDED = "folded_maps"
 # Graph attribute: one line per optimisation applied, for summaries.
 APPLIED = "optimizations"
-
-ATTENTION_KINDS = ("aggregate", "selector_width")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,19 +49,10 @@ class FoldedMap:
     roles: tuple[str, ...]  # subset of ("keys", "queries", "values")
 
 
-def map_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, str]:
-    """The function and input of a (possibly fused) Map node."""
-    node = graph.nodes[label]
-    if "fn" in node:
-        (inner,) = node["inputs"]
-        return node["fn"], inner
-    return node[g.EXPR].f, node[g.EXPR].inner.label
-
-
 def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
     """How attention node `head` reads `label`; None when `head` is no attention node."""
     node = graph.nodes[head]
-    if node[g.KIND] not in ATTENTION_KINDS:
+    if not node[g.KIND].attention:
         return None
     expr = node[g.EXPR]
     roles = []
@@ -73,7 +61,7 @@ def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
         roles.append("keys")
     if any(leaf.queries == label for leaf in leaves):
         roles.append("queries")
-    if node[g.KIND] == "aggregate" and expr.sop.label == label:
+    if node[g.KIND] is g.NodeKind.AGGREGATE and expr.sop.label == label:
         roles.append("values")
     return tuple(roles)
 
@@ -81,9 +69,9 @@ def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
 def foldable_heads(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
     """The heads that would absorb Map `label`, or `()` when it cannot be folded."""
     node = graph.nodes[label]
-    if node[g.KIND] != "map" or label == graph.graph["sink"]:
+    if node[g.KIND] is not g.NodeKind.MAP or label == graph.graph["sink"]:
         return ()
-    _, inner = map_operation(graph, label)
+    _, (inner,) = g.operation(graph, label)
     if rasp.is_numerical(graph.nodes[inner][g.EXPR]):
         return ()  # a discretising MLP: a head cannot compare numbers by value
     heads = g.consumers(graph, label)
@@ -105,12 +93,12 @@ def fold_maps_into_attention(graph: nx.DiGraph) -> nx.DiGraph:
         heads = foldable_heads(graph, label)
         if not heads:
             continue
-        fn, inner = map_operation(graph, label)
+        fn, (inner,) = g.operation(graph, label)
         for head in heads:
             node = graph.nodes[head]
             folded = FoldedMap(label, inner, fn, _roles(graph, label, head))
-            inputs = tuple(node_inputs(graph, head))
-            node["inputs"] = tuple(sorted({inner if i == label else i for i in inputs}))
+            inputs = g.node_inputs(graph, head)
+            node[g.INPUTS] = tuple(sorted({inner if i == label else i for i in inputs}))
             node[FOLDED] = {**node.get(FOLDED, {}), label: folded}
         for succ in list(graph.successors(label)):
             graph.add_edge(inner, succ)
@@ -123,17 +111,24 @@ def fold_maps_into_attention(graph: nx.DiGraph) -> nx.DiGraph:
     return graph
 
 
-def _compose_key(predicate: Callable, fk: Callable | None, fq: Callable | None) -> Callable:
-    def folded(key: Any, query: Any) -> bool:
-        if fk is not None:
-            key = fk(key)
-        if fq is not None:
-            query = fq(query)
-        if key is None or query is None:
-            return False  # the unfolded s-op is None here: no direction, never selected
-        return predicate(key, query)
+@dataclasses.dataclass(frozen=True)
+class FoldedPredicate:
+    """`predicate(fk(key), fq(query))` for a head that reads folded Maps' inputs (`None` for a
+    side without a folded Map). A side whose Map gives None has no direction in the unfolded
+    model, so it is never selected."""
 
-    return folded
+    predicate: Callable[[Any, Any], bool]
+    fk: Callable[[Any], Any] | None
+    fq: Callable[[Any], Any] | None
+
+    def __call__(self, key: Any, query: Any) -> bool:
+        if self.fk is not None:
+            key = self.fk(key)
+        if self.fq is not None:
+            query = self.fq(query)
+        if key is None or query is None:
+            return False
+        return self.predicate(key, query)
 
 
 def fold_leaves(
@@ -151,7 +146,7 @@ def fold_leaves(
             selectors.Leaf(
                 keys=fk.inner if fk else leaf.keys,
                 queries=fq.inner if fq else leaf.queries,
-                predicate=_compose_key(leaf.predicate, fk.fn if fk else None, fq.fn if fq else None),
+                predicate=FoldedPredicate(leaf.predicate, fk.fn if fk else None, fq.fn if fq else None),
                 negated=leaf.negated,
             )
         )

@@ -2,7 +2,7 @@
 
 `SequenceMap(f, Map(g, X), Y)` computes `f(g(x), y)`; when nothing else reads the Map, one
 two-input lookup MLP over `X` and `Y` computes it directly, saving the Map's MLP sub-layer (and
-so often a layer) and its residual directions. (`compiler.passes.lower.fuse_elementwise` already fuses
+so often a layer) and its residual directions. (`compiler.passes.fuse.fuse_elementwise` already fuses
 the other direction, a Map *of* a SequenceMap.) When the fused inputs coincide (`f(g(x), x)`) the
 lowering builds a one-input MLP of `X`.
 
@@ -13,44 +13,43 @@ there too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.allocate import node_inputs
-from compiler.passes.optimize.fold_maps import APPLIED, map_operation
+from compiler.passes.optimize.fold_maps import APPLIED
 from rasp import rasp
 
 
-def sequence_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, tuple[str, str]]:
-    node = graph.nodes[label]
-    if "fn" in node:
-        return node["fn"], tuple(node["inputs"])
-    return node[g.EXPR].f, tuple(node_inputs(graph, label))
+@dataclasses.dataclass(frozen=True)
+class FusedInputs:
+    """`f(first(x), second(y))` (`None` for an input without a fused Map), None when a fused Map
+    gives None: the unfused lookup MLP has no direction for it and writes nothing."""
 
+    f: Callable[[Any, Any], Any]
+    first: Callable[[Any], Any] | None
+    second: Callable[[Any], Any] | None
 
-def _fused(f: Callable, first: Callable | None, second: Callable | None) -> Callable:
-    def fused(x: Any, y: Any) -> Any:
-        if first is not None:
-            x = first(x)
-        if second is not None:
-            y = second(y)
+    def __call__(self, x: Any, y: Any) -> Any:
+        if self.first is not None:
+            x = self.first(x)
+        if self.second is not None:
+            y = self.second(y)
         if x is None or y is None:
             return None
-        return f(x, y)
-
-    return fused
+        return self.f(x, y)
 
 
 def _fusable_input(graph: nx.DiGraph, reader: str, label: str) -> bool:
     node = graph.nodes[label]
-    if node[g.KIND] != "map" or label == graph.graph["sink"] or "fn" in node and len(node["inputs"]) != 1:
+    if node[g.KIND] is not g.NodeKind.MAP or label == graph.graph["sink"] or g.FN in node and len(node[g.INPUTS]) != 1:
         return False
     if rasp.is_numerical(node[g.EXPR]) or list(graph.successors(label)) != [reader]:
         return False
-    _, inner = map_operation(graph, label)
+    _, (inner,) = g.operation(graph, label)
     return not rasp.is_numerical(graph.nodes[inner][g.EXPR])
 
 
@@ -59,9 +58,9 @@ def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
     graph = graph.copy()
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
-        if node[g.KIND] != "sequence_map" or label not in graph:
+        if node[g.KIND] is not g.NodeKind.SEQUENCE_MAP or label not in graph:
             continue
-        f, inputs = sequence_operation(graph, label)
+        f, inputs = g.operation(graph, label)
         if any(rasp.is_numerical(graph.nodes[i][g.EXPR]) for i in inputs):
             continue
         maps = [i if _fusable_input(graph, label, i) else None for i in inputs]
@@ -73,12 +72,12 @@ def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
                 new_inputs.append(source)
                 functions.append(None)
             else:
-                fn, inner = map_operation(graph, map_label)
+                fn, (inner,) = g.operation(graph, map_label)
                 new_inputs.append(inner)
                 functions.append(fn)
-        node["fn"] = _fused(f, *functions)
-        node["inputs"] = tuple(new_inputs)
-        node["fused"] = tuple(node.get("fused", ())) + tuple(sorted({m for m in maps if m}))
+        node[g.FN] = FusedInputs(f, *functions)
+        node[g.INPUTS] = tuple(new_inputs)
+        node[g.FUSED] = tuple(node.get(g.FUSED, ())) + tuple(sorted({m for m in maps if m}))
         for map_label in sorted({m for m in maps if m}):
             graph.remove_node(map_label)
         for source in new_inputs:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.optimize.fold_maps import APPLIED, map_operation
-from compiler.passes.optimize.fuse_inputs import sequence_operation
+from compiler.passes.optimize.fold_maps import APPLIED
 from rasp import rasp
 
 # Most function evaluations spent on one s-op; beyond it the inferred set is kept.
@@ -30,11 +29,11 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
     """The values `label` can take given its inputs' current value sets; None when unknown."""
     node = graph.nodes[label]
     kind = node[g.KIND]
-    if kind == "map":
-        fn, inner = map_operation(graph, label)
+    if kind is g.NodeKind.MAP:
+        fn, (inner,) = g.operation(graph, label)
         arguments = [(x,) for x in graph.nodes[inner][g.VALUE_SET]] if _categorical(graph, inner) else None
-    elif kind == "sequence_map":
-        fn, (fst, snd) = sequence_operation(graph, label)
+    elif kind is g.NodeKind.SEQUENCE_MAP:
+        fn, (fst, snd) = g.operation(graph, label)
         if not (_categorical(graph, fst) and _categorical(graph, snd)):
             return None
         xs, ys = graph.nodes[fst][g.VALUE_SET], graph.nodes[snd][g.VALUE_SET]
@@ -44,7 +43,7 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
             arguments = [(x, y) for x in xs for y in ys]
         else:
             return None
-    elif kind == "aggregate" and node[g.EXPR].sop.label in graph:
+    elif kind is g.NodeKind.AGGREGATE and node[g.EXPR].sop.label in graph:
         expr = node[g.EXPR]
         return frozenset(graph.nodes[expr.sop.label][g.VALUE_SET] | {expr.default}) - {None}
     else:

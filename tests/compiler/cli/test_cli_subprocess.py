@@ -14,7 +14,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from cli_helpers import PROGRAM_FILE, CliRun, run_cli
+from support import PROGRAM_FILE, CliRun, run_cli
 
 from compiler.io.files import read_model_file
 

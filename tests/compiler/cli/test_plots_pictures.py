@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cli_helpers import example_model, example_tokens
+from support import example_tokens
 
 from compiler.cli import plots
 from compiler.model.weights import head_weights
@@ -13,9 +13,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(frac_prevs_literal):
     # Unoptimised: the two-layer layout (is_x MLP, then the head) these pictures are checked on.
-    return example_model("frac_prevs", optimize=False)
+    return frac_prevs_literal
 
 
 def _image_axes(figure) -> list:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from cli_helpers import REPO
+from support import REPO
 
 
 def test_index_links_every_docs_page() -> None:

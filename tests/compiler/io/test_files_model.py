@@ -17,28 +17,28 @@ import textwrap
 
 import numpy as np
 import pytest
-from cli_helpers import example_model
+from support import example_model
 
 from compiler import ModelFileError, compile_rasp
 from compiler.model.encoders import InputEncoder
 from compiler.io.files import FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
-from compiler.model.transformer import MODULE_NAME
+from compiler.model.config import MODULE_NAME
 from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from compiler.io.serialize import canonical_json, decode_value, encode_value
 from rasp import lib, rasp
 
 
 @pytest.fixture(scope="module")
-def frac_prevs():
-    return example_model("frac_prevs", optimize=False)  # two layers, so one can be cut off
+def frac_prevs(frac_prevs_literal):
+    return frac_prevs_literal  # two layers, so one can be cut off
 
 
 @pytest.fixture(scope="module")
-def models(frac_prevs):
+def models(frac_prevs, sort_unique_model):
     tuples = lib.make_nary_sequencemap(lambda a, b: a + b, rasp.tokens, rasp.indices)
     return {
         "frac_prevs": frac_prevs,  # numerical output, a head-less attention layer, an empty MLP
-        "sort_unique": example_model("sort_unique"),  # integer tokens, categorical output
+        "sort_unique": sort_unique_model,  # integer tokens, categorical output
         "nary": compile_rasp(tuples, {1, 2}, 3),  # tuple-valued residual directions
     }
 

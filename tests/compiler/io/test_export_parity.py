@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 import pytest
-from cli_helpers import example_model
+from support import example_model
 
 from compiler import compile_rasp
 from compiler.cli.examples import EXAMPLES
@@ -28,7 +28,7 @@ from compiler.io.export import (
     numpy_forward,
     to_transformer_lens,
 )
-from compiler.model.transformer import MLPSpec
+from compiler.model.config import MLPSpec
 from rasp import lib, rasp
 
 ATOL = 1e-5
@@ -94,8 +94,8 @@ def _ours(model, ids) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
 # -- the numpy export ---------------------------------------------------------------------------
 
 
-def test_names_and_shapes_follow_transformer_lens() -> None:
-    model = example_model("sort_unique")
+def test_names_and_shapes_follow_transformer_lens(sort_unique_model) -> None:
+    model = sort_unique_model
     exported = export_weights(model)
     state, cfg = exported.state_dict, exported.config
     d_model, n_heads, d_head, d_mlp = cfg["d_model"], cfg["n_heads"], cfg["d_head"], cfg["d_mlp"]
@@ -127,8 +127,8 @@ def test_names_and_shapes_follow_transformer_lens() -> None:
     assert all(value.dtype == np.float32 for value in state.values())
 
 
-def test_info_carries_labels_ids_outputs_and_real_heads() -> None:
-    model = example_model("frac_prevs", optimize=False)  # a head-less attention sub-layer, a numerical output
+def test_info_carries_labels_ids_outputs_and_real_heads(frac_prevs_literal, sort_unique_model) -> None:
+    model = frac_prevs_literal  # a head-less attention sub-layer, a numerical output
     info = export_weights(model).info
     assert info.residual_labels == model.residual_labels
     assert info.bos_id == model.input_encoder.bos_id and info.pad_id == model.input_encoder.pad_id
@@ -140,7 +140,7 @@ def test_info_carries_labels_ids_outputs_and_real_heads() -> None:
     assert info.real_heads[0] == 0 and info.program_label == "frac_prevs"
     assert [stage for stage, _ in info.stages] == list(model.stage_names)
     assert info.stages[0][1] == "blocks.0.hook_resid_pre" and info.stages[-1][1].endswith("hook_resid_post")
-    categorical = export_weights(example_model("sort_unique")).info
+    categorical = export_weights(sort_unique_model).info
     assert categorical.output_values == model_output_values("sort_unique")
 
 
@@ -184,8 +184,8 @@ def test_numpy_forward_of_export_matches_ours_padded_and_unpadded(case) -> None:
         )
 
 
-def test_pad_keys_get_no_attention_through_the_weights() -> None:
-    model = example_model("sort_unique")
+def test_pad_keys_get_no_attention_through_the_weights(sort_unique_model) -> None:
+    model = sort_unique_model
     exported = export_weights(model)
     state, dim = exported.state_dict, exported.info.pad_mask_dim
     labels = list(model.residual_labels)
@@ -255,10 +255,10 @@ def test_transformer_lens_handles_models_without_layers_or_heads(name) -> None:
 
 
 @needs_tl
-def test_padded_bidirectional_batch_decodes_like_the_compiled_model() -> None:
+def test_padded_bidirectional_batch_decodes_like_the_compiled_model(sort_unique_model) -> None:
     import torch
 
-    model = example_model("sort_unique")
+    model = sort_unique_model
     tl_model = to_transformer_lens(model)
     info = tl_model.export_info
     batch = [["BOS", 3, 1], ["BOS", 5, 2, 4, 1]]
@@ -270,8 +270,8 @@ def test_padded_bidirectional_batch_decodes_like_the_compiled_model() -> None:
 
 
 @needs_tl
-def test_labels_and_ids_travel_with_the_model() -> None:
-    model = example_model("sort_unique")
+def test_labels_and_ids_travel_with_the_model(sort_unique_model) -> None:
+    model = sort_unique_model
     tl_model = to_transformer_lens(model)
     info = tl_model.export_info
     assert info.transformer_lens_version is not None

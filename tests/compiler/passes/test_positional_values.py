@@ -8,7 +8,7 @@ from compiler import compile_rasp
 from compiler.passes import graph as g
 from compiler.cli.examples import EXAMPLES
 from compiler.passes.values import infer_values
-from compiler_test_helpers import outputs_match, random_inputs
+from support import outputs_match, random_inputs
 from rasp import lib, rasp
 
 

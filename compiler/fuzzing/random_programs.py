@@ -21,8 +21,8 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rasp import function_menu as menu
-from rasp.program_spec import BASE_OPS, Op, ProgramSpec, prune
+from compiler.fuzzing import function_menu as menu
+from compiler.fuzzing.program_spec import BASE_OPS, Op, ProgramSpec, prune
 
 # Relative weights of the s-op producing statements.
 KIND_WEIGHTS: dict[str, float] = {

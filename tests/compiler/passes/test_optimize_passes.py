@@ -6,8 +6,7 @@ import pytest
 
 from compiler import InvalidInputError, compile_rasp
 from compiler.passes import graph as g
-from compiler.passes.allocate import node_inputs
-from compiler.passes.lower import fuse_elementwise
+from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.optimize import PASSES, applied, optimize_graph, selected_passes
 from compiler.passes.optimize.fold_maps import FOLDED, fold_leaves, fold_maps_into_attention, value_map
 from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
@@ -23,7 +22,7 @@ VOCAB = (0, 1, 2, 3)
 def _graph(program: rasp.SOp, max_seq_len: int = 4):
     graph = g.trace(program)
     infer_values(graph, VOCAB, max_seq_len)
-    fuse_elementwise(graph)
+    graph = fuse_elementwise(graph)
     return graph
 
 
@@ -42,7 +41,7 @@ def test_fold_into_keys_and_queries_removes_the_map_and_records_it():
     head = folded.nodes["out"]
     assert head[FOLDED]["parity"].roles == ("keys", "queries")
     assert head[FOLDED]["parity"].inner == "tokens"
-    assert node_inputs(folded, "out") == ("tokens",)
+    assert g.node_inputs(folded, "out") == ("tokens",)
     assert applied(folded) == ("fold_maps: Map parity (of tokens) folded into the keys/queries of head(s) out",)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from cli_helpers import PROGRAM_FILE
+from support import PROGRAM_FILE
 
 from compiler.cli import main
 from compiler.cli.args import UsageError, parse_input, parse_token, parse_vocab

@@ -10,7 +10,7 @@ import pytest
 
 from compiler import compile_rasp, compile_rasp_to_model
 from compiler.model.transformer import CompiledTransformer, build
-from compiler_test_helpers import random_inputs
+from support import random_inputs
 from rasp import lib, rasp
 
 

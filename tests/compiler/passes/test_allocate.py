@@ -6,18 +6,22 @@ import pytest
 
 from compiler import CompilerError, compile_rasp
 from compiler.passes import graph as g
-from compiler.passes.allocate import EMBEDDED_KINDS, longest_path, milp_schedule, node_inputs
+from compiler.passes.allocate import longest_path, milp_schedule, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.cli.examples import EXAMPLES
-from compiler.passes.lower import fuse_elementwise
-from rasp import program_spec, random_programs, rasp
+from compiler.passes.fuse import fuse_elementwise
+from compiler.passes.lower import LoweringOptions, lower
+from compiler.passes.values import infer_values
+from craft.bases import bos_direction
+from compiler.fuzzing import program_spec, random_programs
+from rasp import rasp
 
-from compiler_test_helpers import outputs_match, random_inputs
+from support import outputs_match, random_inputs
 
 
 def _graph(program: rasp.SOp):
     graph = g.trace(discretise_numerical_inputs(program))
-    fuse_elementwise(graph)
+    graph = fuse_elementwise(graph)
     return graph
 
 
@@ -29,12 +33,12 @@ def _layers(schedule: dict[str, int]) -> int:
 def _assert_valid(graph, schedule: dict[str, int]) -> None:
     for label in g.sop_nodes(graph):
         kind = graph.nodes[label][g.KIND]
-        if kind in EMBEDDED_KINDS:
+        if kind.embedded:
             assert schedule[label] == -1
             continue
-        first = schedule[label] - (1 if kind == "selector_width" else 0)
-        assert first % 2 == (1 if kind in ("map", "sequence_map", "linear_sequence_map") else 0), label
-        assert all(schedule[source] < first for source in node_inputs(graph, label)), label
+        first = schedule[label] - (1 if kind is g.NodeKind.SELECTOR_WIDTH else 0)
+        assert first % 2 == (1 if kind.elementwise else 0), label
+        assert all(schedule[source] < first for source in g.node_inputs(graph, label)), label
 
 
 def _fuzz_programs(count: int):
@@ -91,3 +95,28 @@ def test_the_exact_allocator_plugs_into_compile_rasp(name):
     inputs = random_inputs(list(example.vocab), 5, 30, seed=3)
     for tokens, got in zip(inputs, model.apply_batch([["BOS"] + x for x in inputs])):
         assert outputs_match(got[1:], rasp.evaluate(program, tokens)), tokens
+
+
+def test_place_blocks_puts_each_block_on_its_layer():
+    # tokens -> parity (MLP, layer 0) -> previous (head, layer 1) -> width (head + MLP, layer 2)
+    parity = rasp.Map(lambda x: x % 2, rasp.tokens).named("parity")
+    before = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT).named("before")
+    previous = rasp.Aggregate(before, parity).named("previous")
+    same = rasp.Select(previous, previous, rasp.Comparison.EQ).named("same")
+    width = rasp.SelectorWidth(same).named("width")
+    graph = g.trace(width)
+    infer_values(graph, (1, 2, 3), 3)
+    lower(graph, LoweringOptions(max_seq_len=3, causal=False, bos=bos_direction()))
+    assert longest_path(graph) == {"tokens": -1, "indices": -1, "parity": 1, "previous": 2, "width": 5}
+    sublayers = place_blocks(graph)
+    layers = {label: graph.nodes[label][g.LAYER] for label in g.sop_nodes(graph)}
+    assert layers == {"tokens": None, "indices": None, "parity": 0, "previous": 1, "width": 2}
+    assert [type(block).__name__ if block else None for block in sublayers] == [
+        None, "MLP", "MultiAttentionHead", None, "MultiAttentionHead", "MLP"
+    ]
+    (_, parity_mlp), = graph.nodes["parity"][g.BLOCKS]
+    (_, previous_head), = graph.nodes["previous"][g.BLOCKS]
+    (_, width_head), (_, width_mlp) = graph.nodes["width"][g.BLOCKS]
+    assert sublayers[1].output_space == parity_mlp.output_space
+    assert sublayers[2].heads() == (previous_head,) and sublayers[4].heads() == (width_head,)
+    assert sublayers[5].output_space == width_mlp.output_space

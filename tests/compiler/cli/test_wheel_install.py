@@ -19,7 +19,7 @@ import venv
 import zipfile
 
 import pytest
-from cli_helpers import REPO
+from support import REPO
 
 PACKAGES = ("rasp", "craft", "compiler", "constructions", "compression")
 SOURCES = ("pyproject.toml", "setup.py", "README.md", *PACKAGES)

@@ -4,7 +4,7 @@
 (`ops[0]` is `tokens`, `ops[1]` is `indices`, the last op is the output). `to_source` prints it as
 Python source building the program with `rasp` and `lib`; `build` executes exactly that source, so
 the printed text and the object that was tested can never disagree. Functions and predicates are
-source strings (see `rasp.function_menu`), which is what makes the program printable.
+source strings (see `compiler.fuzzing.function_menu`), which is what makes the program printable.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from typing import Any
 from rasp import rasp
 
 SELECTOR_KINDS = frozenset({"select", "and", "or", "not"})
-SOP_KINDS = frozenset(
-    {"tokens", "indices", "map", "seqmap", "linmap", "full", "aggregate", "width", "shift", "lib"}
-)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,196 @@
+"""The compiled model's configuration records: shapes, sparsity patterns, labels and flags.
+
+Everything here is numpy only, so the passes (`compiler.passes.assemble`) can produce a
+`ModelConfig` and its weights without JAX. The Haiku module that runs them is
+`compiler.model.transformer`; `SparseLinear` below records a weight's storage and layout, and
+`compiler.model.transformer.apply_linear` applies it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+# Haiku module name of the compiled transformer: parameters are `MODULE_NAME/<part>`.
+MODULE_NAME = "compiled_transformer"
+
+# Logit given to masked keys (padding, future positions). Finite, so a fully masked row cannot
+# produce NaN; far below any compiled logit.
+MASKED_LOGIT = -1e30
+
+# A matrix is stored dense when at least this fraction of its entries is non-zero. A sparse
+# entry costs three numbers (its value, row and column), so sparse storage only pays below 1/3.
+DENSE_FRACTION = 1 / 3
+
+# A sparse matrix is applied column-wise ("ELL" layout, see
+# `compiler.model.transformer.apply_linear`) when padding
+# every output column to the fullest one costs at most this factor over its non-zero count;
+# otherwise it is rebuilt densely (its own size, independent of batch and length) for a matmul.
+ELL_PADDING = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseLinear:
+    """`y[out_idx] += x[in_idx] @ M` with `M` of shape `(len(in_idx), len(out_idx))`.
+
+    `in_idx` / `out_idx` of `None` mean "all coordinates" (the input or output is exactly the
+    matrix's size). `rows`/`cols` give the non-zero pattern when `M` is stored sparsely; then the
+    parameter is the vector of those entries, else it is `M` itself. The record holds the
+    storage and its numpy layouts; `compiler.model.transformer.apply_linear` applies it in JAX.
+    """
+
+    shape: tuple[int, int]
+    in_idx: tuple[int, ...] | None = None
+    out_idx: tuple[int, ...] | None = None
+    rows: tuple[int, ...] | None = None
+    cols: tuple[int, ...] | None = None
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.rows is not None
+
+    @staticmethod
+    def from_matrix(
+        matrix: np.ndarray,
+        in_idx: tuple[int, ...] | None = None,
+        out_idx: tuple[int, ...] | None = None,
+    ) -> tuple[SparseLinear, np.ndarray]:
+        """Choose the storage for `matrix`; returns the spec and the parameter array."""
+        matrix = np.asarray(matrix, dtype=np.float32)
+        nonzero = np.nonzero(matrix)
+        count = len(nonzero[0])
+        if count >= DENSE_FRACTION * matrix.size:
+            return SparseLinear(matrix.shape, in_idx, out_idx), matrix
+        rows, cols = (tuple(axis.tolist()) for axis in nonzero)
+        spec = SparseLinear(matrix.shape, in_idx, out_idx, rows, cols)
+        return spec, matrix[nonzero]
+
+    # numpy copies of the index tuples, built once per spec: turning a tuple of millions of
+    # Python ints into a device constant on every trace dominated the first forward call.
+    @functools.cached_property
+    def in_array(self) -> np.ndarray | None:
+        return None if self.in_idx is None else np.asarray(self.in_idx, dtype=np.int32)
+
+    @functools.cached_property
+    def out_array(self) -> np.ndarray | None:
+        return None if self.out_idx is None else np.asarray(self.out_idx, dtype=np.int32)
+
+    @functools.cached_property
+    def pattern(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.rows, dtype=np.int32), np.asarray(self.cols, dtype=np.int32)
+
+    @functools.cached_property
+    def ell(self) -> tuple[np.ndarray, np.ndarray]:
+        """`(rows, entries)`, both `[K, out]`: step `t` adds `x[rows[t]] * param[entries[t]]` to
+        every output column; K is the largest column count, shorter columns point at a zero
+        appended to the parameter vector (entry `nnz`)."""
+        rows, cols = self.pattern
+        count = np.bincount(cols, minlength=self.shape[1])
+        steps = int(count.max(initial=0))
+        order = np.argsort(cols, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(count)[:-1]))
+        rank = np.arange(len(cols)) - starts[cols[order]]
+        ell_rows = np.zeros((steps, self.shape[1]), dtype=np.int32)
+        entries = np.full((steps, self.shape[1]), len(cols), dtype=np.int32)
+        ell_rows[rank, cols[order]] = rows[order]
+        entries[rank, cols[order]] = order
+        return ell_rows, entries
+
+    @functools.cached_property
+    def row_ell(self) -> tuple[np.ndarray, np.ndarray]:
+        """`(cols, entries)`, both `[K, in]`: the transpose's ELL layout (step `t` scatters
+        `x[r] * param[entries[t, r]]` into column `cols[t, r]`)."""
+        rows, cols = self.pattern
+        transposed = SparseLinear(self.shape[::-1], rows=tuple(cols.tolist()), cols=tuple(rows.tolist()))
+        return transposed.ell
+
+    def padded_work(self, axis: int) -> int:
+        """Multiply-adds per token of the ELL layout along `axis` (1: columns, 0: rows)."""
+        counts = np.bincount(self.pattern[axis], minlength=self.shape[axis])
+        return int(counts.max(initial=0)) * self.shape[axis]
+
+    @property
+    def column_wise(self) -> bool:
+        """Whether the forward pass gathers per output column (ELL)."""
+        if not self.is_sparse:
+            return False
+        work = self.padded_work(1)
+        return work <= ELL_PADDING * len(self.rows) and work <= self.padded_work(0)
+
+    @property
+    def row_wise(self) -> bool:
+        """Whether the forward pass scatters per input row (ELL of the transpose)."""
+        if not self.is_sparse or self.column_wise:
+            return False
+        return self.padded_work(0) <= ELL_PADDING * len(self.rows)
+
+    def dense(self, param: np.ndarray) -> np.ndarray:
+        """The matrix `M` as a dense numpy array."""
+        param = np.asarray(param)
+        if not self.is_sparse:
+            return param
+        matrix = np.zeros(self.shape, dtype=param.dtype)
+        matrix[list(self.rows), list(self.cols)] = param
+        return matrix
+
+    def full_matrix(self, param: np.ndarray, in_width: int, out_width: int) -> np.ndarray:
+        """`M` embedded into an `(in_width, out_width)` matrix over all coordinates."""
+        matrix = np.zeros((in_width, out_width), dtype=np.float32)
+        rows = np.arange(self.shape[0]) if self.in_idx is None else np.array(self.in_idx)
+        cols = np.arange(self.shape[1]) if self.out_idx is None else np.array(self.out_idx)
+        matrix[np.ix_(rows, cols)] = self.dense(param)
+        return matrix
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadSpec:
+    """One attention head: query/key maps into a shared width, value/output maps."""
+
+    w_q: SparseLinear
+    w_k: SparseLinear
+    w_v: SparseLinear
+    w_o: SparseLinear
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionSpec:
+    heads: tuple[HeadSpec, ...]
+    kind: str = "attention"
+
+
+@dataclasses.dataclass(frozen=True)
+class MLPSpec:
+    w_in: SparseLinear
+    w_out: SparseLinear
+    activation: str = "relu"
+    kind: str = "mlp"
+
+
+LayerSpec = AttentionSpec | MLPSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Everything but the weights' values: shapes, sparsity patterns, labels, flags."""
+
+    residual_labels: tuple[str, ...]
+    layers: tuple[LayerSpec, ...]
+    token_embed: SparseLinear
+    pos_embed: SparseLinear
+    unembed: SparseLinear
+    vocab_size: int  # number of token ids, BOS and PAD included
+    max_seq_len: int  # without BOS
+    pad_id: int
+    causal: bool
+    numerical_output: bool
+
+    @property
+    def residual_width(self) -> int:
+        return len(self.residual_labels)
+
+    @property
+    def num_layers(self) -> int:
+        """Transformer layers (one attention and one MLP sub-layer each)."""
+        return (len(self.layers) + 1) // 2

@@ -1,0 +1,161 @@
+"""Helpers shared by the tests (importable as `support`: tests/conftest.py puts tests/ on the path).
+
+Compiler tests: random inputs and output comparison. CLI, file, picture and export tests: small
+compiled library models and CLI runs. Craft chamber tests: residual streams built by direction
+label and one-hot decoding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import random
+import subprocess
+import sys
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction, join_vector_spaces
+
+if TYPE_CHECKING:  # the craft tests import this module without the compiler's JAX side
+    from compiler import CompiledModel
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+# -- compiler tests ----------------------------------------------------------------------------
+
+
+def random_inputs(vocab: Sequence[Hashable], max_seq_len: int, count: int, seed: int) -> list[list]:
+    """`count` random token lists of random lengths 1..max_seq_len."""
+    rng = random.Random(seed)
+    return [
+        [rng.choice(vocab) for _ in range(rng.randint(1, max_seq_len))] for _ in range(count)
+    ]
+
+
+def outputs_match(got: Sequence[Any], expected: Sequence[Any], tolerance: float = 1e-3) -> bool:
+    """Decoded model output equals RASP's: exact for categorical, within `tolerance` for numbers."""
+    if len(got) != len(expected):
+        return False
+    for g, e in zip(got, expected):
+        if g is None or e is None:
+            if g is not e:
+                return False
+        elif isinstance(g, float) and not isinstance(e, str):
+            if abs(g - float(e)) > tolerance:
+                return False
+        elif g != e:
+            return False
+    return True
+
+
+# -- CLI, files, pictures, export -------------------------------------------------------------
+
+# A user program file for the CLI tests: an s-op, a builder function, programs that fail.
+PROGRAM_FILE = '''
+from rasp import lib, rasp
+
+doubled = rasp.Map(lambda x: 2 * x, rasp.tokens).named("doubled")
+
+
+def make_reverse():
+    return lib.make_reverse(rasp.tokens)
+
+
+def unsupported():
+    smaller = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LT)
+    mean = rasp.numerical(rasp.Aggregate(smaller, rasp.tokens))
+    return rasp.SequenceMap(lambda a, b: a + b, rasp.Map(lambda x: x / 2, mean), rasp.tokens)
+
+
+def broken():
+    raise RuntimeError("the builder is broken")
+
+
+not_a_program = 3
+'''
+
+
+def example_model(name: str, causal: bool = False, optimize: bool = True) -> CompiledModel:
+    """A library example compiled with its default vocabulary and length."""
+    from compiler import compile_rasp
+    from compiler.cli.examples import EXAMPLES
+
+    example = EXAMPLES[name]
+    program = example.build(example.max_seq_len)
+    return compile_rasp(program, example.vocab, example.max_seq_len, causal=causal, optimize=optimize)
+
+
+def example_tokens(name: str) -> list:
+    from compiler.cli.examples import EXAMPLES
+
+    return ["BOS", *EXAMPLES[name].example_input]
+
+
+@dataclasses.dataclass(frozen=True)
+class CliRun:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(args: Sequence[str], cwd: pathlib.Path) -> CliRun:
+    """`python -m compiler.cli ARGS` in a fresh interpreter, working directory `cwd`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return CliRun(tuple(args), done.returncode, done.stdout, done.stderr)
+
+
+# -- craft chamber tests ----------------------------------------------------------------------
+
+BOS = bos_direction("BOS")
+ONE_SPACE = VectorSpaceWithBasis((ONE,))
+BOS_SPACE = VectorSpaceWithBasis((BOS,))
+
+
+def stream(space: VectorSpaceWithBasis, rows: Sequence[Mapping[BasisDirection, float]], bos: bool = True) -> VectorInBasis:
+    """Sequence vector over `space` (+ one, BOS): optional BOS row first, then one row per mapping.
+
+    Every non-BOS row gets `one` = 1; the BOS row holds only `one` and BOS.
+    """
+    full = join_vector_spaces(space, ONE_SPACE, BOS_SPACE)
+    mags = np.zeros((len(rows) + bos, full.num_dims))
+    if bos:
+        mags[0, full.index(ONE)] = 1.0
+        mags[0, full.index(BOS)] = 1.0
+    for i, row in enumerate(rows):
+        mags[i + bos, full.index(ONE)] = 1.0
+        for direction, value in row.items():
+            mags[i + bos, full.index(direction)] += value
+    return VectorInBasis(full.basis, mags)
+
+
+def decode_categorical(vector: VectorInBasis, name: str, tol: float = 1e-6) -> list:
+    """Per position: the value whose direction is ~1 (others ~0), None when all ~0; raises otherwise."""
+    dirs = [(i, d) for i, d in enumerate(vector.basis_directions) if d.name == name and d.value is not None]
+    out = []
+    for row in vector.magnitudes.reshape(-1, vector.shape[-1]):
+        vals = np.array([row[i] for i, _ in dirs])
+        on = np.nonzero(np.abs(vals - 1) < tol)[0]
+        off = np.abs(vals) < tol
+        if len(on) == 0 and off.all():
+            out.append(None)
+        elif len(on) == 1 and off.sum() == len(dirs) - 1:
+            out.append(dirs[on[0]][1].value)
+        else:
+            raise AssertionError(f"not a one-hot: {dict((str(d), v) for (_, d), v in zip(dirs, vals) if abs(v) > tol)}")
+    return out
