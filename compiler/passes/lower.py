@@ -20,6 +20,7 @@ from compiler.passes import graph as g
 from compiler.passes import selectors
 from compiler.passes.allocate import EMBEDDED_KINDS, node_inputs
 from compiler.passes.optimize import fold_maps
+from compiler.passes.optimize.prune_tables import PAIRS as TABLE_PAIRS
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
@@ -215,6 +216,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
         fn,
         options.one_space,
         hidden_name=_hidden(label),
+        pairs=node.get(TABLE_PAIRS),
     )
 
 

@@ -16,6 +16,9 @@ Passes:
 - `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
   take (e.g. off the diagonal of a SequenceMap that now reads one s-op twice) are dropped, see
   `compiler.passes.optimize.prune_values`;
+- `prune_tables`: a two-input lookup table keeps only the rows (value pairs) that can meet at one
+  position, from per-position value sets (`length - indices` only sees `length > index`), see
+  `compiler.passes.optimize.prune_tables`;
 - `factor_qk`: at assembly, `W_QK` is factored per connected component, order comparisons as a
   dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.passes.qk_factor`); without
   it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
@@ -33,6 +36,7 @@ import networkx as nx
 from compiler.errors import InvalidInputError
 from compiler.passes.optimize.fold_maps import APPLIED, fold_maps_into_attention
 from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
+from compiler.passes.optimize.prune_tables import prune_tables
 from compiler.passes.optimize.prune_values import prune_values
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
@@ -41,6 +45,7 @@ GRAPH_PASSES: dict[str, Pass] = {
     "fold_maps": fold_maps_into_attention,
     "fuse_inputs": fuse_map_inputs,
     "prune_values": prune_values,
+    "prune_tables": prune_tables,
 }
 
 # Applied when assembling the weights rather than on the graph.
