@@ -22,7 +22,7 @@ from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.passes.lower import NUMERICAL_FIT, ONE, LoweringOptions, fuse_elementwise, lower, output_space
 from compiler.model.transformer import build
-from compiler.passes.optimize import FACTOR_QK, optimize_graph, selected_passes
+from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces, value_sort_key
@@ -147,7 +147,9 @@ def compile_rasp(
             f"mlp_exactness must be a number >= {MIN_SHARPNESS:g} (the sharpness of numerical "
             f"MLP ramps), got {mlp_exactness!r}"
         )
-    graph = g.trace(discretise_numerical_inputs(program))
+    merged, merges = optimize_program(program, passes)
+    graph = g.trace(discretise_numerical_inputs(merged))
+    record(graph, merges)
     infer_values(graph, tokens, max_seq_len)
     bos = BasisDirection("tokens", compiler_bos)
     problems = check_graph(graph, causal, bos, causal_strict=causal_strict)

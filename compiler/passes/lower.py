@@ -20,6 +20,7 @@ from compiler.passes import graph as g
 from compiler.passes import selectors
 from compiler.passes.allocate import EMBEDDED_KINDS, node_inputs
 from compiler.passes.optimize import fold_maps
+from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
 from compiler.passes.optimize.prune_tables import PAIRS as TABLE_PAIRS
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
@@ -251,11 +252,14 @@ def _lower_aggregate(
     folds = graph.nodes[label].get(fold_maps.FOLDED, {})
     direct, n_terms = direct_attention(graph, expr.selector, folds)
     out_space = output_space(graph, label)
-    if expr.sop.label in folds:
-        folded = folds[expr.sop.label]
-        value_map = fold_maps.value_map(
-            output_space(graph, folded.inner), out_space, folded.fn, _is_numerical(graph, label)
-        )
+    written = graph.nodes[label].get(FOLDED_OUTPUT)  # a Map of this head's output, folded in
+    if expr.sop.label in folds or written is not None:
+        inner, fn = expr.sop.label, (lambda x: x)  # noqa: E731
+        if expr.sop.label in folds:
+            inner, fn = folds[expr.sop.label].inner, folds[expr.sop.label].fn
+        if written is not None:
+            fn = _compose(written.fn, fn)
+        value_map = fold_maps.value_map(output_space(graph, inner), out_space, fn, _is_numerical(graph, label))
     elif _is_numerical(graph, label):
         value_map = categorical_attn.numerical_value_map(output_space(graph, expr.sop.label), out_space)
     else:

@@ -39,7 +39,10 @@ def _counts_every_position(graph: nx.DiGraph, label: str) -> bool:
     selector = expr.selector
     if not isinstance(selector, rasp.Select) or selector.predicate is not rasp.Comparison.TRUE:
         return False
-    return not any(graph.nodes[child.label].get(g.NULLABLE, True) for child in selector.children)
+    children = [child.label for child in selector.children]
+    if any(child not in graph for child in children):
+        return False  # a Map folded into the head (it may be None): not provably every key
+    return not any(graph.nodes[child].get(g.NULLABLE, True) for child in children)
 
 
 def position_sets(graph: nx.DiGraph, label: str, max_seq_len: int) -> tuple[frozenset, ...]:

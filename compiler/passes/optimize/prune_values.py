@@ -15,6 +15,7 @@ import networkx as nx
 
 from compiler.passes import graph as g
 from compiler.passes.optimize.fold_maps import APPLIED, map_operation
+from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
 from compiler.passes.optimize.fuse_inputs import sequence_operation
 from rasp import rasp
 
@@ -46,7 +47,15 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
             return None
     elif kind == "aggregate" and node[g.EXPR].sop.label in graph:
         expr = node[g.EXPR]
-        return frozenset(graph.nodes[expr.sop.label][g.VALUE_SET] | {expr.default}) - {None}
+        values = graph.nodes[expr.sop.label][g.VALUE_SET]
+        if FOLDED_OUTPUT in node:  # the head writes f(value)
+            fn, arguments = node[FOLDED_OUTPUT].fn, [(x,) for x in values]
+        else:
+            return frozenset(values | {expr.default}) - {None}
+        try:
+            return (frozenset(fn(*args) for args in arguments) | {expr.default}) - {None}
+        except Exception:  # noqa: BLE001 - a function failing here keeps the inferred set
+            return None
     else:
         return None
     if arguments is None or len(arguments) > MAX_EVALUATIONS:
