@@ -90,3 +90,23 @@ def test_numerical_shared_or_output_aggregates_are_not_folded():
     both = rasp.SequenceMap(lambda p, s: (p, s), _parity(shifted), shifted).named("both")
     assert "shifted" in fold_outputs_into_heads(_graph(both))
     assert not applied(fold_outputs_into_heads(_graph(shifted)))
+
+
+def test_summary_and_head_picture_say_what_the_head_absorbed():
+    from compiler.cli.head_notes import head_notes, written_sops
+    from compiler.cli.plots import plot_heads
+    from compiler.cli.summary import model_summary, summary_text
+
+    program = rasp.SequenceMap(lambda p, t: f"{p}{t}", _parity(_shifted()), rasp.tokens).named("out")
+    model = compile_rasp(program, VOCAB, 4)
+    note = "writes parity (the head of Aggregate shifted, writing Map parity of it)"
+    assert written_sops(model, 0, 0) == ("parity",)
+    assert head_notes(model) == [f"layer 0 head 0: {note}"]
+    text = summary_text(model_summary(model))
+    assert f"optimised head: layer 0 head 0: {note}" in text
+    assert "fold_outputs: Map parity of the Aggregate shifted" in text
+    titles = [ax.get_title() for ax in plot_heads(model).axes]
+    assert titles[0] == "layer 0 head 0: W_QK"
+    assert titles[1].startswith("layer 0 head 0: W_OV\n") and " ".join(titles[1].split()[5:]) == note
+    plain = compile_rasp(program, VOCAB, 4, optimize=False)
+    assert head_notes(plain) == [] and "optimised" not in summary_text(model_summary(plain))

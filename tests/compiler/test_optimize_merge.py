@@ -10,11 +10,20 @@ from compiler.passes.optimize import applied
 from compiler.passes.optimize.merge_common import function_key, merge_common
 from rasp import rasp
 
-VOCAB = (0, 1, 2)
+VOCAB = (0, 1, 2, 3)
 
 
 def _shift(sop: rasp.SOp, k: int, name: str) -> rasp.SOp:
     return rasp.Map(lambda v: v + k, sop).named(name)  # a fresh lambda per call
+
+
+def _every_input_matches(program: rasp.SOp, causal: bool, *models) -> None:
+    """Each model equals RASP on all 340 inputs of length 1..4."""
+    inputs = [list(t) for n in range(1, 5) for t in itertools.product(VOCAB, repeat=n)]
+    expected = [rasp.evaluate(program, tokens, causal=causal) for tokens in inputs]
+    for model in models:
+        got = model.apply_batch([["BOS", *tokens] for tokens in inputs])
+        assert [out[1:] for out in got] == expected
 
 
 def _labels(program: rasp.SOp) -> set[str]:
@@ -39,15 +48,12 @@ def test_two_equal_maps_become_one_and_their_reader_reads_it_twice():
     }
     assert merged.label == "out" and merged.fst is merged.snd
     assert len(_labels(merged)) == len(_labels(program)) - 1
-    model = compile_rasp(program, VOCAB, 3)
-    plain = compile_rasp(program, VOCAB, 3, optimize=False)
-    assert model.residual_space.num_dims < plain.residual_space.num_dims
-    assert applied(model.graph)[0].startswith("merge_common: ")
-    for n in range(1, 4):
-        for tokens in itertools.product(VOCAB, repeat=n):
-            expected = rasp.evaluate(program, list(tokens))
-            assert model.apply(["BOS", *tokens]).decoded[1:] == expected
-            assert plain.apply(["BOS", *tokens]).decoded[1:] == expected
+    for causal in (False, True):
+        model = compile_rasp(program, VOCAB, 4, causal=causal)
+        plain = compile_rasp(program, VOCAB, 4, causal=causal, optimize=False)
+        assert model.residual_space.num_dims < plain.residual_space.num_dims
+        assert applied(model.graph)[0].startswith("merge_common: ")
+        _every_input_matches(program, causal, model, plain)
 
 
 def test_equal_selectors_and_aggregates_merge_through_the_tree():
@@ -64,9 +70,7 @@ def test_equal_selectors_and_aggregates_merge_through_the_tree():
     plain = compile_rasp(program, VOCAB, 4, optimize=False)
     assert len(model.config.layers) <= len(plain.config.layers)
     assert model.residual_space.num_dims < plain.residual_space.num_dims
-    for n in range(1, 5):
-        for tokens in itertools.product(VOCAB, repeat=n):
-            assert model.apply(["BOS", *tokens]).decoded[1:] == rasp.evaluate(program, list(tokens))
+    _every_input_matches(program, False, model, plain)  # reads length: non-causal only
 
 
 def test_different_parameters_or_encodings_are_not_merged():
@@ -86,6 +90,6 @@ def test_merge_common_is_pure_and_switchable():
     program = rasp.SequenceMap(lambda x, y: x - y, a, b).named("out")
     merge_common(program)
     assert program.fst is a and program.snd is b  # the input program is unchanged
-    kept = compile_rasp(program, VOCAB, 3, optimize=["fold_maps"])
+    kept = compile_rasp(program, VOCAB, 4, optimize=["fold_maps"])
     assert {"a", "b"} <= set(kept.graph.nodes)
 

@@ -11,13 +11,14 @@ from compiler.passes import graph as g
 from compiler.passes.lower import fuse_elementwise
 from compiler.passes.optimize import applied
 from compiler.passes.optimize.prune_tables import PAIRS, position_sets, prune_tables
+from compiler.passes.optimize.prune_values import prune_values
 from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis
 from craft.blocks import MLP
 from craft.chamber.categorical_mlp import sequence_map_categorical_mlp
 from rasp import rasp
 
-VOCAB = (0, 1, 2)
+VOCAB = (0, 1, 2, 3)
 ONE = VectorSpaceWithBasis((BasisDirection("one"),))
 
 
@@ -57,11 +58,11 @@ def test_pruned_model_is_smaller_and_equals_rasp_on_every_input():
     plain = compile_rasp(program, VOCAB, 4, optimize=["fold_maps", "fuse_inputs"])
     assert pruned.graph.nodes["opp_minus_1"][PAIRS]
     assert (_table_units(pruned), _table_units(plain)) == (10, 20)
-    for n in range(1, 5):
-        for tokens in itertools.product(VOCAB, repeat=n):
-            expected = rasp.evaluate(program, list(tokens))
-            assert pruned.apply(["BOS", *tokens]).decoded[1:] == expected
-            assert plain.apply(["BOS", *tokens]).decoded[1:] == expected
+    inputs = [list(t) for n in range(1, 5) for t in itertools.product(VOCAB, repeat=n)]  # 340
+    expected = [rasp.evaluate(program, tokens) for tokens in inputs]
+    literal = compile_rasp(program, VOCAB, 4, optimize=False)
+    for model in (pruned, plain, literal):  # length is refused causally: non-causal only
+        assert [out[1:] for out in model.apply_batch([["BOS", *t] for t in inputs])] == expected
 
 
 def _table_units(model) -> int:
@@ -99,3 +100,19 @@ def test_lookup_mlp_builds_units_for_the_given_pairs_only():
         if (n, i) in kept:
             expected[out.index(BasisDirection("d", n - i))] = 1.0
         np.testing.assert_array_equal(written, expected)  # exact: 0/1 weights, integer sums
+
+
+def test_prune_values_keeps_only_what_the_kept_rows_produce():
+    length = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE)).named("length")
+    below = rasp.SequenceMap(lambda n, i: n > i, length, rasp.indices).named("below")  # always True
+    program = rasp.SequenceMap(lambda b, t: (b, t), below, rasp.tokens).named("out")
+    graph = _graph(program, 4)
+    assert graph.nodes["below"][g.VALUE_SET] == {False, True}
+    pruned = prune_values(prune_tables(graph))
+    assert pruned.nodes["below"][g.VALUE_SET] == {True}
+    assert pruned.nodes["out"][g.VALUE_SET] == {(True, t) for t in VOCAB}
+    model = compile_rasp(program, VOCAB, 4)
+    assert "below:False" not in model.residual_labels
+    inputs = [list(t) for n in range(1, 5) for t in itertools.product(VOCAB, repeat=n)]
+    got = model.apply_batch([["BOS", *t] for t in inputs])
+    assert [out[1:] for out in got] == [rasp.evaluate(program, t) for t in inputs]

@@ -18,12 +18,12 @@ Passes:
   `compiler.passes.optimize.fold_outputs`;
 - `fuse_inputs`: a categorical Map read only by one SequenceMap becomes part of that
   SequenceMap's lookup MLP, see `compiler.passes.optimize.fuse_inputs`;
-- `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
-  take (e.g. off the diagonal of a SequenceMap that now reads one s-op twice) are dropped, see
-  `compiler.passes.optimize.prune_values`;
 - `prune_tables`: a two-input lookup table keeps only the rows (value pairs) that can meet at one
   position, from per-position value sets (`length - indices` only sees `length > index`), see
   `compiler.passes.optimize.prune_tables`;
+- `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
+  take (off the diagonal of a SequenceMap that now reads one s-op twice, values only pruned table
+  rows produce) are dropped, see `compiler.passes.optimize.prune_values`;
 - `factor_qk`: at assembly, `W_QK` is factored per connected component, order comparisons as a
   dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.passes.qk_factor`); without
   it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
@@ -57,8 +57,8 @@ GRAPH_PASSES: dict[str, Pass] = {
     "fold_maps": fold_maps_into_attention,
     "fold_outputs": fold_outputs_into_heads,
     "fuse_inputs": fuse_map_inputs,
-    "prune_values": prune_values,
     "prune_tables": prune_tables,
+    "prune_values": prune_values,
 }
 
 # Applied when assembling the weights rather than on the graph.

@@ -5,7 +5,8 @@ read the same s-op twice (`f(g(x), x)`), so only the diagonal occurs, and every 
 from it can take fewer values too. This pass recomputes, in topological order, the value set of
 every categorical Map and SequenceMap over categorical inputs (and of categorical Aggregates,
 which take their values' values) from the current value sets of its inputs, and keeps the
-smaller set. Fewer values mean fewer residual directions and smaller lookup MLPs downstream.
+smaller set; a lookup table whose rows `prune_tables` pruned takes only the values of the rows
+it kept. Fewer values mean fewer residual directions and smaller lookup MLPs downstream.
 Sound: the recomputation is value inference itself, on sets that only shrank.
 """
 
@@ -17,6 +18,7 @@ from compiler.passes import graph as g
 from compiler.passes.optimize.fold_maps import APPLIED, map_operation
 from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
 from compiler.passes.optimize.fuse_inputs import sequence_operation
+from compiler.passes.optimize.prune_tables import PAIRS
 from rasp import rasp
 
 # Most function evaluations spent on one s-op; beyond it the inferred set is kept.
@@ -41,6 +43,8 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
         xs, ys = graph.nodes[fst][g.VALUE_SET], graph.nodes[snd][g.VALUE_SET]
         if fst == snd:
             arguments = [(x, x) for x in xs]
+        elif PAIRS in node:  # only these rows of the table can occur (`prune_tables`)
+            arguments = [(x, y) for x, y in node[PAIRS] if x in xs and y in ys]
         elif len(xs) * len(ys) <= MAX_EVALUATIONS:
             arguments = [(x, y) for x in xs for y in ys]
         else:
