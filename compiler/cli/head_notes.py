@@ -26,12 +26,15 @@ def written_sops(model: CompiledModel, sublayer: int, head: int) -> tuple[str, .
 
 
 def head_note(model: CompiledModel, sublayer: int, head: int) -> str:
-    """`writes X` plus the optimisations recorded on X; empty when unknown."""
-    parts = []
-    for label in written_sops(model, sublayer, head):
-        notes = node_notes(model.graph, label)
-        parts.append(f"writes {label}" + (f" ({'; '.join(notes)})" if notes else ""))
-    return ", ".join(parts)
+    """`writes X (what the passes folded into it)` for a head an optimisation pass changed;
+    empty for any other head (and without a graph)."""
+    written = written_sops(model, sublayer, head)
+    notes = {label: node_notes(model.graph, label) for label in written}
+    if not any(notes.values()):
+        return ""
+    return ", ".join(
+        f"writes {label}" + (f" ({'; '.join(notes[label])})" if notes[label] else "") for label in written
+    )
 
 
 def head_notes(model: CompiledModel) -> list[str]:
@@ -40,7 +43,7 @@ def head_notes(model: CompiledModel) -> list[str]:
     for index, layer in enumerate(model.config.layers):
         if isinstance(layer, AttentionSpec):
             for head in range(len(layer.heads)):
-                written = written_sops(model, index, head)
-                if any(node_notes(model.graph, label) for label in written):
-                    lines.append(f"layer {index // 2} head {head}: {head_note(model, index, head)}")
+                note = head_note(model, index, head)
+                if note:
+                    lines.append(f"layer {index // 2} head {head}: {note}")
     return lines

@@ -186,7 +186,7 @@ def _draw_head(axes: Sequence[Axes], model: CompiledModel, sublayer: int, head: 
     weights = head_weights(model, sublayer, head)
     labels = model.residual_labels
     name = _head_name(sublayer, head)
-    note = head_note(model, sublayer, head)  # what it writes, and what the passes folded in
+    note = head_note(model, sublayer, head)  # for a head a pass changed: what it absorbed
     below = "\n" + textwrap.fill(note, NOTE_WIDTH) if note else ""
     _matrix_panel(axes[0], weights.w_qk, labels, f"{name}: W_QK", "query", "key")
     _matrix_panel(axes[1], weights.w_ov, labels, f"{name}: W_OV{below}", "read (value)", "written")

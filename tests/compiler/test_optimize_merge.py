@@ -93,3 +93,22 @@ def test_merge_common_is_pure_and_switchable():
     kept = compile_rasp(program, VOCAB, 4, optimize=["fold_maps"])
     assert {"a", "b"} <= set(kept.graph.nodes)
 
+
+
+def test_predicates_compare_as_frozen_dataclasses_and_objects_by_identity():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Within:
+        distance: int
+
+        def __call__(self, key, query) -> bool:
+            return abs(key - query) <= self.distance
+
+    assert function_key(Within(1)) == function_key(Within(1)) != function_key(Within(2))
+    first, second = rasp.Map(lambda x: x, rasp.tokens), rasp.Map(lambda x: x, rasp.tokens)
+    # An s-op's == builds an s-op: closures over different s-ops must not compare equal.
+    assert function_key((lambda s: lambda x: s)(first)) != function_key((lambda s: lambda x: s)(second))
+    near = [rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, Within(1)), rasp.tokens) for _ in range(2)]
+    merged, lines = merge_common(rasp.SequenceMap(lambda a, b: a + b, *near))
+    assert merged.fst is merged.snd and len(lines) == 2

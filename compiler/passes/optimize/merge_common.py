@@ -20,6 +20,8 @@ included) sees one node per computation; it returns the rewritten program and on
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import types
 from collections.abc import Hashable
 from typing import Any
@@ -37,14 +39,19 @@ def _plain(value: Any) -> bool:
 
 
 def _value_key(value: Any) -> Hashable:
-    """Equal keys for values that behave the same: equal plain constants, else the object."""
+    """Equal keys for values that behave the same: equal plain constants, enum members and
+    frozen dataclasses; any other object only equals itself (its `==` may mean something else,
+    e.g. an s-op's `==` builds a new s-op)."""
     if _plain(value):
         return ("plain", type(value).__name__, repr(value))
-    try:
-        hash(value)
-    except TypeError:
-        return ("object", id(value))
-    return ("hashable", type(value), value)
+    frozen = dataclasses.is_dataclass(value) and not isinstance(value, type) and value.__dataclass_params__.frozen
+    if isinstance(value, enum.Enum) or frozen:
+        try:
+            hash(value)
+        except TypeError:
+            return ("object", id(value))
+        return ("value", type(value), value)
+    return ("object", id(value))
 
 
 def function_key(fn: Any) -> Hashable:
