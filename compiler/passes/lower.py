@@ -306,9 +306,13 @@ def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
     elif expr.default is None:
         return False
     try:
-        return not selectors.always_selects(graph, label, selectors.conjunction(expr.selector))
+        leaves = selectors.conjunction(expr.selector)
+        folds = graph.nodes[label].get(fold_maps.FOLDED)
+        if folds:  # the head reads the folded Maps' inputs, through composed predicates
+            leaves = fold_maps.fold_leaves(leaves, folds)
+        return not selectors.always_selects(graph, label, leaves)
     except Exception:  # noqa: BLE001 - validation reports selector problems
-        return False
+        return True  # unproven: write the default (a BOS row that is never used costs nothing)
 
 
 def _lower_selector_width(

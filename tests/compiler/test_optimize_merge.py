@@ -40,7 +40,8 @@ def test_functions_compare_by_code_globals_and_closure_constants():
 
 
 def test_two_equal_maps_become_one_and_their_reader_reads_it_twice():
-    program = rasp.SequenceMap(lambda a, b: a * b, _shift(rasp.tokens, 1, "a"), _shift(rasp.tokens, 1, "b")).named("out")
+    a, b = _shift(rasp.tokens, 1, "a"), _shift(rasp.tokens, 1, "b")
+    program = rasp.SequenceMap(lambda x, y: x * y, a, b).named("out")
     merged, lines = merge_common(program)
     assert len(lines) == 1 and lines[0] in {
         f"merge_common: {x} computes the same as {y} (same operation of the same inputs); its readers read {y}"
@@ -80,7 +81,10 @@ def test_different_parameters_or_encodings_are_not_merged():
     numeric = rasp.numerical(rasp.Map(f, rasp.tokens)).named("numeric")
     category = rasp.Map(f, rasp.tokens).named("category")
     assert merge_common(rasp.SequenceMap(lambda a, b: a + b, numeric, category))[1] == ()
-    defaults = [rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ), rasp.tokens, default=d) for d in (0, False)]
+    defaults = [
+        rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ), rasp.tokens, default=d)
+        for d in (0, False)
+    ]
     (line,) = merge_common(rasp.SequenceMap(lambda a, b: (a, b), *defaults))[1]
     assert line.startswith("merge_common: select_")  # the selectors merge, the Aggregates do not
 
