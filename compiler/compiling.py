@@ -23,7 +23,7 @@ from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.lower import LoweringOptions, lower, output_space
 from compiler.passes.numerical_maps import NUMERICAL_FIT
-from compiler.passes.optimize import FACTOR_QK, optimize_graph, selected_passes
+from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
 from craft.bases import TOKENS_NAME, BasisDirection, bos_direction, value_sort_key
@@ -91,7 +91,9 @@ def compile_rasp(
             f"MLP ramps), got {mlp_exactness!r}"
         )
     bos, pad = bos_direction(compiler_bos), BasisDirection(TOKENS_NAME, compiler_pad)
-    traced = g.trace(discretise_numerical_inputs(program))
+    merged, merges = optimize_program(program, passes)
+    traced = g.trace(discretise_numerical_inputs(merged))
+    record(traced, merges)
     infer_values(traced, tokens, max_seq_len)
     fused = fuse_elementwise(traced)
     problems = check_graph(traced, fused, causal, bos, causal_strict=causal_strict)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import textwrap
 from collections.abc import Hashable, Sequence
 
 import matplotlib
@@ -30,11 +31,14 @@ from compiler.model.config import AttentionSpec  # noqa: E402
 from compiler.cli.summary import changed_entries  # noqa: E402
 from compiler.io.atomic import atomic_write  # noqa: E402
 from compiler.model.weights import head_weights  # noqa: E402
+from compiler.cli.head_notes import head_note  # noqa: E402
 
 CHANGED_COLOR = "#e6a000"
 CMAP = "RdBu_r"
 # Cell values are printed inside a matrix panel when it has at most this many cells.
 ANNOTATE_CELLS = 400
+# Characters per line of the note under a head's W_OV title (what it writes, what was folded in).
+NOTE_WIDTH = 48
 
 PathLike = str | os.PathLike
 
@@ -183,8 +187,10 @@ def _draw_head(axes: Sequence[Axes], model: CompiledModel, sublayer: int, head: 
     weights = head_weights(model, sublayer, head)
     labels = model.residual_labels
     name = _head_name(sublayer, head)
+    note = head_note(model, sublayer, head)  # for a head a pass changed: what it absorbed
+    below = "\n" + textwrap.fill(note, NOTE_WIDTH) if note else ""
     _matrix_panel(axes[0], weights.w_qk, labels, f"{name}: W_QK", "query", "key")
-    _matrix_panel(axes[1], weights.w_ov, labels, f"{name}: W_OV", "read (value)", "written")
+    _matrix_panel(axes[1], weights.w_ov, labels, f"{name}: W_OV{below}", "read (value)", "written")
 
 
 def plot_head(model: CompiledModel, sublayer: int, head: int, path: PathLike | None = None) -> Figure:

@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler.model.compiled_model import ApplyResult, CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec
+from compiler.cli.head_notes import head_notes
 from compiler.passes.optimize import applied
 from compiler.model.weights import parameter_counts
 
@@ -57,6 +58,9 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
         # What the optimisation passes did (folded Maps keep their names here); unknown (empty)
         # for a model loaded from a file, which has no graph.
         "optimizations": list(applied(model.graph)) if model.graph is not None else [],
+        # Each head a pass changed: the s-ops it writes and what was folded into it (empty
+        # without a graph).
+        "head_notes": head_notes(model),
     }
 
 
@@ -86,6 +90,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     if bound:
         lines.append(f"numerical Maps: worst relative error {bound:.2g} on their value sets")
     lines += [f"optimised: {line}" for line in summary.get("optimizations", ())]
+    lines += [f"optimised head: {line}" for line in summary.get("head_notes", ())]
     return "\n".join(lines)
 
 

@@ -16,11 +16,14 @@ from compiler.passes import graph as g
 from compiler.passes import selectors
 from compiler.passes.numerical_maps import NUMERICAL_FIT, NUMERICAL_FITS, Diagonal, fit_numerical_map
 from compiler.passes.optimize import fold_maps
+from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
+from compiler.passes.optimize.prune_tables import PAIRS as TABLE_PAIRS
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
 from craft.maps import BilinearMap
 from rasp import rasp
+from rasp.functions import Composed
 
 @dataclasses.dataclass(frozen=True)
 class LoweringOptions:
@@ -108,6 +111,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
         fn,
         options.one_space,
         hidden_name=g.hidden_name(label),
+        pairs=node.get(TABLE_PAIRS),
     )
 
 
@@ -142,11 +146,14 @@ def _lower_aggregate(
     folds = graph.nodes[label].get(fold_maps.FOLDED, {})
     direct, n_terms = direct_attention(graph, expr.selector, folds)
     out_space = output_space(graph, label)
-    if expr.sop.label in folds:
-        folded = folds[expr.sop.label]
-        value_map = fold_maps.value_map(
-            output_space(graph, folded.inner), out_space, folded.fn, g.is_numerical(graph, label)
-        )
+    written = graph.nodes[label].get(FOLDED_OUTPUT)  # a Map of this head's output, folded in
+    if expr.sop.label in folds or written is not None:
+        inner, fn = expr.sop.label, None
+        if expr.sop.label in folds:
+            inner, fn = folds[expr.sop.label].inner, folds[expr.sop.label].fn
+        if written is not None:
+            fn = written.fn if fn is None else Composed(written.fn, fn)
+        value_map = fold_maps.value_map(output_space(graph, inner), out_space, fn, g.is_numerical(graph, label))
     elif g.is_numerical(graph, label):
         value_map = categorical_attn.numerical_value_map(output_space(graph, expr.sop.label), out_space)
     else:
@@ -193,9 +200,13 @@ def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
     elif expr.default is None:
         return False
     try:
-        return not selectors.always_selects(graph, label, selectors.conjunction(expr.selector))
+        leaves = selectors.conjunction(expr.selector)
+        folds = graph.nodes[label].get(fold_maps.FOLDED)
+        if folds:  # the head reads the folded Maps' inputs, through composed predicates
+            leaves = fold_maps.fold_leaves(leaves, folds)
+        return not selectors.always_selects(graph, label, leaves)
     except Exception:  # noqa: BLE001 - validation reports selector problems
-        return False
+        return True  # unproven: write the default (a BOS row that is never used costs nothing)
 
 
 def _lower_selector_width(

@@ -19,7 +19,7 @@ Deviation from docs/architecture.md: the single-input builders take an optional 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -142,12 +142,15 @@ def sequence_map_categorical_mlp(
     operation: Callable[[Hashable, Hashable], Any],
     one_space: VectorSpaceWithBasis,
     hidden_name: str,
+    pairs: Collection[tuple[Hashable, Hashable]] | None = None,
 ) -> MLP:
     """Two-input lookup table with one hidden unit per value pair (x-major order).
 
     Categorical output (one-hot of operation(x, y), None / unknown values write nothing), or
     numerical when `output_space` is a single direction with value None (None writes 0). The two
-    input spaces must be disjoint (a SequenceMap of an s-op with itself is a Map).
+    input spaces must be disjoint (a SequenceMap of an s-op with itself is a Map). `pairs`, when
+    given, keeps only the units of those (x, y) pairs: the caller asserts no other pair occurs
+    (the table then writes nothing for it).
     """
     if set(input1_space.basis) & set(input2_space.basis):
         raise ValueError("sequence_map_categorical_mlp: input spaces overlap; use a Map instead")
@@ -156,21 +159,26 @@ def sequence_map_categorical_mlp(
     n1, n2 = input1_space.num_dims, input2_space.num_dims
     xs = [d.value for d in input1_space.basis]
     ys = [d.value for d in input2_space.basis]
+    pair = np.arange(n1 * n2)
+    results = _pairwise(operation, xs, ys)
+    if pairs is not None:
+        kept = set(pairs)
+        pair = np.array([p for p in pair if (xs[p // n2], ys[p % n2]) in kept], dtype=np.int64)
+        results = [results[p] for p in pair]
     hidden = VectorSpaceWithBasis(
-        tuple(BasisDirection(hidden_name, (x, y)) for x in xs for y in ys)
+        tuple(BasisDirection(hidden_name, (xs[p // n2], ys[p % n2])) for p in pair)
     )
     input_space = VectorSpaceWithBasis(input1_space.basis + input2_space.basis + one_space.basis)
-    first = np.zeros((n1 + n2 + 1, n1 * n2))
-    pair = np.arange(n1 * n2)
-    first[pair // max(n2, 1), pair] = 2.0
-    first[n1 + pair % max(n2, 1), pair] = 2.0
+    units = np.arange(len(pair))
+    first = np.zeros((n1 + n2 + 1, len(pair)))
+    first[pair // max(n2, 1), units] = 2.0
+    first[n1 + pair % max(n2, 1), units] = 2.0
     first[n1 + n2, :] = -3.0
-    results = _pairwise(operation, xs, ys)
     if _is_numerical_space(output_space):
         second = _numerical_outputs(results, "sequence_map_categorical_mlp")[:, None]
     else:
         cols = _output_indices(output_space, results)
-        second = np.zeros((n1 * n2, output_space.num_dims))
+        second = np.zeros((len(pair), output_space.num_dims))
         rows = np.nonzero(cols >= 0)[0]
         second[rows, cols[rows]] = 1.0
     return MLP(LinearMap(input_space, hidden, first), LinearMap(hidden, output_space, second))

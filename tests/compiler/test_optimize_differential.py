@@ -51,6 +51,7 @@ def test_library_program_matches_rasp_with_and_without_passes(example, optimize)
 @pytest.mark.filterwarnings("ignore::compiler.errors.CausalSemanticsWarning")
 def test_fuzz_programs_match_rasp_optimised_and_not():
     compiled = changed = 0
+    by_pass: dict[str, int] = {}
     for seed in range(200):
         vocab = ["a", "b", "c"] if seed % 2 else [0, 1, 2]
         spec = random_programs.generate(seed, 4 + seed % 14, vocab, 4)
@@ -62,6 +63,8 @@ def test_fuzz_programs_match_rasp_optimised_and_not():
                 continue  # refused (e.g. a None-able numerical s-op): same for both
             optimised = compile_rasp(program, vocab, 4, causal=causal)
             changed += bool(applied(optimised.graph))
+            for name in {line.split(":")[0] for line in applied(optimised.graph)}:
+                by_pass[name] = by_pass.get(name, 0) + 1
             assert optimised.config.num_layers <= plain.config.num_layers, seed
             inputs = random_inputs(vocab, 4, 60, seed=seed)
             expected = []
@@ -78,3 +81,5 @@ def test_fuzz_programs_match_rasp_optimised_and_not():
             compiled += 1
     assert compiled >= 120
     assert changed >= 30  # programs the passes really changed
+    for name in ("merge_common", "fold_maps", "fold_outputs", "fuse_inputs", "prune_tables"):
+        assert by_pass.get(name, 0) >= 3, by_pass  # each pass is checked on programs it changed

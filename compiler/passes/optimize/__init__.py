@@ -9,13 +9,21 @@ lowering reads what a pass recorded on the nodes. `compile_rasp(..., optimize=..
 
 Passes:
 
+- `merge_common`: two expressions computing the same operation of the same inputs become one
+  (run on the RASP program before tracing), see `compiler.passes.optimize.merge_common`;
 - `fold_maps`: a Map over a categorical s-op that only attention heads read is folded into their
   `W_QK` (as keys or queries) and `W_OV` (as values), see `compiler.passes.optimize.fold_maps`;
+- `fold_outputs`: a Map of a categorical Aggregate's output, when nothing else reads the
+  Aggregate, is written by the head itself (`W_OV` sends each value to `f(value)`), see
+  `compiler.passes.optimize.fold_outputs`;
 - `fuse_inputs`: a categorical Map read only by one SequenceMap becomes part of that
   SequenceMap's lookup MLP, see `compiler.passes.optimize.fuse_inputs`;
+- `prune_tables`: a two-input lookup table keeps only the rows (value pairs) that can meet at one
+  position, from per-position value sets (`length - indices` only sees `length > index`), see
+  `compiler.passes.optimize.prune_tables`;
 - `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
-  take (e.g. off the diagonal of a SequenceMap that now reads one s-op twice) are dropped, see
-  `compiler.passes.optimize.prune_values`;
+  take (off the diagonal of a SequenceMap that now reads one s-op twice, values only pruned table
+  rows produce) are dropped, see `compiler.passes.optimize.prune_values`;
 - `factor_qk`: at assembly, `W_QK` is factored per connected component, order comparisons as a
   dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.passes.qk_factor`); without
   it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
@@ -31,22 +39,32 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from compiler.errors import InvalidInputError
+from rasp import rasp
 from compiler.passes.optimize.fold_maps import APPLIED, fold_maps_into_attention
+from compiler.passes.optimize.fold_outputs import fold_outputs_into_heads
 from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
+from compiler.passes.optimize.merge_common import merge_common
+from compiler.passes.optimize.prune_tables import prune_tables
 from compiler.passes.optimize.prune_values import prune_values
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
+ProgramPass = Callable[[rasp.SOp], tuple[rasp.SOp, tuple[str, ...]]]
+
+# Applied to the RASP program before tracing: (program -> program, lines describing changes).
+PROGRAM_PASSES: dict[str, ProgramPass] = {"merge_common": merge_common}
 
 GRAPH_PASSES: dict[str, Pass] = {
     "fold_maps": fold_maps_into_attention,
+    "fold_outputs": fold_outputs_into_heads,
     "fuse_inputs": fuse_map_inputs,
+    "prune_tables": prune_tables,
     "prune_values": prune_values,
 }
 
 # Applied when assembling the weights rather than on the graph.
 FACTOR_QK = "factor_qk"
 
-PASSES: tuple[str, ...] = (*GRAPH_PASSES, FACTOR_QK)
+PASSES: tuple[str, ...] = (*PROGRAM_PASSES, *GRAPH_PASSES, FACTOR_QK)
 
 
 def selected_passes(optimize: bool | Iterable[str]) -> tuple[str, ...]:
@@ -74,6 +92,22 @@ def selected_passes(optimize: bool | Iterable[str]) -> tuple[str, ...]:
     return tuple(name for name in PASSES if name in names)
 
 
+def optimize_program(program: rasp.SOp, passes: Iterable[str]) -> tuple[rasp.SOp, tuple[str, ...]]:
+    """Run the named program passes; returns the rewritten program and what each one changed
+    (record the lines on the traced graph with `record`)."""
+    lines: tuple[str, ...] = ()
+    for name in passes:
+        if name in PROGRAM_PASSES:
+            program, changes = PROGRAM_PASSES[name](program)
+            lines += changes
+    return program, lines
+
+
+def record(graph: nx.DiGraph, lines: Iterable[str]) -> None:
+    """Append applied-optimisation lines to a graph's record (shown by the model summary)."""
+    graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + tuple(lines)
+
+
 def optimize_graph(graph: nx.DiGraph, passes: Iterable[str]) -> nx.DiGraph:
     """Run the named passes in order; returns the final graph (the input is not changed)."""
     for name in passes:
@@ -87,4 +121,14 @@ def applied(graph: nx.DiGraph) -> tuple[str, ...]:
     return tuple(graph.graph.get(APPLIED, ()))
 
 
-__all__ = ["FACTOR_QK", "GRAPH_PASSES", "PASSES", "applied", "optimize_graph", "selected_passes"]
+__all__ = [
+    "FACTOR_QK",
+    "GRAPH_PASSES",
+    "PASSES",
+    "PROGRAM_PASSES",
+    "applied",
+    "optimize_graph",
+    "optimize_program",
+    "record",
+    "selected_passes",
+]

@@ -5,7 +5,8 @@ read the same s-op twice (`f(g(x), x)`), so only the diagonal occurs, and every 
 from it can take fewer values too. This pass recomputes, in topological order, the value set of
 every categorical Map and SequenceMap over categorical inputs (and of categorical Aggregates,
 which take their values' values) from the current value sets of its inputs, and keeps the
-smaller set. Fewer values mean fewer residual directions and smaller lookup MLPs downstream.
+smaller set; a lookup table whose rows `prune_tables` pruned takes only the values of the rows
+it kept. Fewer values mean fewer residual directions and smaller lookup MLPs downstream.
 Sound: the recomputation is value inference itself, on sets that only shrank.
 """
 
@@ -14,7 +15,10 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.optimize.fold_maps import APPLIED
+from compiler.passes.optimize.fold_maps import APPLIED, map_operation
+from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
+from compiler.passes.optimize.fuse_inputs import sequence_operation
+from compiler.passes.optimize.prune_tables import PAIRS
 from rasp import rasp
 
 # Most function evaluations spent on one s-op; beyond it the inferred set is kept.
@@ -39,13 +43,23 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
         xs, ys = graph.nodes[fst][g.VALUE_SET], graph.nodes[snd][g.VALUE_SET]
         if fst == snd:
             arguments = [(x, x) for x in xs]
+        elif PAIRS in node:  # only these rows of the table can occur (`prune_tables`)
+            arguments = [(x, y) for x, y in node[PAIRS] if x in xs and y in ys]
         elif len(xs) * len(ys) <= MAX_EVALUATIONS:
             arguments = [(x, y) for x in xs for y in ys]
         else:
             return None
     elif kind is g.NodeKind.AGGREGATE and node[g.EXPR].sop.label in graph:
         expr = node[g.EXPR]
-        return frozenset(graph.nodes[expr.sop.label][g.VALUE_SET] | {expr.default}) - {None}
+        values = graph.nodes[expr.sop.label][g.VALUE_SET]
+        if FOLDED_OUTPUT in node:  # the head writes f(value)
+            fn, arguments = node[FOLDED_OUTPUT].fn, [(x,) for x in values]
+        else:
+            return frozenset(values | {expr.default}) - {None}
+        try:
+            return (frozenset(fn(*args) for args in arguments) | {expr.default}) - {None}
+        except Exception:  # noqa: BLE001 - a function failing here keeps the inferred set
+            return None
     else:
         return None
     if arguments is None or len(arguments) > MAX_EVALUATIONS:

@@ -170,3 +170,26 @@ def test_the_summary_names_every_optimisation():
     text = summary_text(model_summary(compile_rasp(program, VOCAB, 4)))
     assert "optimised: fold_maps: Map parity (of tokens) folded into the keys/queries of head(s) out" in text
     assert "optimised" not in summary_text(model_summary(compile_rasp(program, VOCAB, 4, optimize=False)))
+
+
+@pytest.mark.filterwarnings("ignore::compiler.errors.CausalSemanticsWarning")
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_map_folded_into_selector_keys_keeps_the_aggregates_default(causal):
+    # The BOS default must be proven unnecessary on the folded leaves (the Map's node is gone).
+    import itertools
+
+    incremented = rasp.Map(lambda x: x + 1, rasp.tokens).named("incremented")
+    select = rasp.Select(incremented, rasp.tokens, rasp.Comparison.EQ)
+    program = rasp.Aggregate(select, rasp.indices, default=7).named("out")
+    model = compile_rasp(program, VOCAB, 4, causal=causal)
+    assert applied(model.graph) == ("fold_maps: Map incremented (of tokens) folded into the keys of head(s) out",)
+    inputs = [list(t) for n in range(1, 5) for t in itertools.product(VOCAB, repeat=n)]
+    compared = 0
+    for tokens, got in zip(inputs, model.apply_batch([["BOS", *t] for t in inputs])):
+        try:
+            expected = rasp.evaluate(program, tokens, causal=causal)
+        except rasp.RaspEvaluationError:
+            continue  # several selected keys carrying different indices
+        compared += 1
+        assert got[1:] == expected, tokens
+    assert compared >= 200
