@@ -23,8 +23,7 @@ from typing import Any
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.allocate import node_inputs
-from compiler.passes.optimize.fold_maps import APPLIED, FOLDED, map_operation
+from compiler.passes.optimize.fold_maps import APPLIED, FOLDED
 from rasp import rasp
 
 # Node attribute on a head that writes a folded Map of its Aggregate: a `FoldedOutput`.
@@ -44,7 +43,7 @@ def foldable_aggregate(graph: nx.DiGraph, label: str) -> str | None:
     node = graph.nodes[label]
     if node[g.KIND] is not g.NodeKind.MAP:
         return None
-    _, inner = map_operation(graph, label)
+    _, (inner,) = g.operation(graph, label)
     inner_node = graph.nodes[inner]
     if inner_node[g.KIND] is not g.NodeKind.AGGREGATE or FOLDED_OUTPUT in inner_node or inner == graph.graph["sink"]:
         return None
@@ -73,12 +72,12 @@ def fold_outputs_into_heads(graph: nx.DiGraph) -> nx.DiGraph:
         aggregate = foldable_aggregate(graph, label)
         if aggregate is None:
             continue
-        fn, _ = map_operation(graph, label)
+        fn, _ = g.operation(graph, label)
         node, head = graph.nodes[label], graph.nodes[aggregate]
         node[g.EXPR] = _aggregate_writing(head[g.EXPR], label, fn, node[g.EXPR])
         node[g.KIND] = g.NodeKind.AGGREGATE
         node[FOLDED_OUTPUT] = FoldedOutput(aggregate, fn)
-        node["inputs"] = node_inputs(graph, aggregate)
+        node[g.INPUTS] = g.node_inputs(graph, aggregate)
         node.pop("fn", None)
         if FOLDED in head:
             node[FOLDED] = head[FOLDED]

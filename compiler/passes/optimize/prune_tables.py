@@ -23,7 +23,6 @@ import networkx as nx
 
 from compiler.passes import graph as g
 from compiler.passes.optimize.fold_maps import APPLIED
-from compiler.passes.optimize.fuse_inputs import sequence_operation
 from compiler.passes.positional import MAX_PAIRS
 from rasp import rasp
 
@@ -59,7 +58,7 @@ def position_sets(graph: nx.DiGraph, label: str, max_seq_len: int) -> tuple[froz
 def occurring_pairs(graph: nx.DiGraph, label: str, max_seq_len: int) -> frozenset | None:
     """The (x, y) input pairs of two-input lookup `label` that occur at some position, or None
     when that would take more than `MAX_PAIRS` pairs to enumerate."""
-    _, (fst, snd) = sequence_operation(graph, label)
+    _, (fst, snd) = g.operation(graph, label)
     xs, ys = position_sets(graph, fst, max_seq_len), position_sets(graph, snd, max_seq_len)
     if sum(len(a) * len(b) for a, b in zip(xs, ys)) > MAX_PAIRS:
         return None
@@ -70,7 +69,7 @@ def _is_lookup(graph: nx.DiGraph, label: str) -> bool:
     """A SequenceMap lowered to a two-input lookup table (two distinct categorical inputs)."""
     if graph.nodes[label][g.KIND] is not g.NodeKind.SEQUENCE_MAP:
         return False
-    _, inputs = sequence_operation(graph, label)
+    _, inputs = g.operation(graph, label)
     return len(set(inputs)) == 2 and not any(rasp.is_numerical(graph.nodes[i][g.EXPR]) for i in inputs)
 
 
@@ -84,7 +83,7 @@ def prune_tables(graph: nx.DiGraph) -> nx.DiGraph:
     for label in g.sop_nodes(graph):
         if not _is_lookup(graph, label):
             continue
-        _, (fst, snd) = sequence_operation(graph, label)
+        _, (fst, snd) = g.operation(graph, label)
         total = len(graph.nodes[fst][g.VALUE_SET]) * len(graph.nodes[snd][g.VALUE_SET])
         pairs = occurring_pairs(graph, label, max_seq_len)
         if pairs is None or len(pairs) >= total:

@@ -15,9 +15,8 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.optimize.fold_maps import APPLIED, map_operation
+from compiler.passes.optimize.fold_maps import APPLIED
 from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
-from compiler.passes.optimize.fuse_inputs import sequence_operation
 from compiler.passes.optimize.prune_tables import PAIRS
 from rasp import rasp
 

@@ -8,7 +8,7 @@ import pytest
 
 from compiler import compile_rasp
 from compiler.passes import graph as g
-from compiler.passes.lower import fuse_elementwise
+from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.optimize import applied
 from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT, fold_outputs_into_heads
 from compiler.passes.values import infer_values
@@ -21,7 +21,7 @@ VOCAB = (0, 1, 2, 3)
 def _graph(program: rasp.SOp):
     graph = g.trace(program)
     infer_values(graph, VOCAB, 4)
-    fuse_elementwise(graph)
+    graph = fuse_elementwise(graph)
     return graph
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from compiler import compile_rasp
 from compiler.passes import graph as g
-from compiler.passes.lower import fuse_elementwise
+from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.optimize import applied
 from compiler.passes.optimize.prune_tables import PAIRS, position_sets, prune_tables
 from compiler.passes.optimize.prune_values import prune_values
@@ -25,7 +25,7 @@ ONE = VectorSpaceWithBasis((BasisDirection("one"),))
 def _graph(program: rasp.SOp, max_seq_len: int):
     graph = g.trace(program)
     infer_values(graph, VOCAB, max_seq_len)
-    fuse_elementwise(graph)
+    graph = fuse_elementwise(graph)
     return graph
 
 
