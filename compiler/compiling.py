@@ -16,7 +16,7 @@ import numpy as np
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder, OutputEncoder
-from compiler.model.transformer import build
+from compiler.model.from_craft import model_from_craft
 from compiler.passes import assemble, graph as g
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
@@ -104,12 +104,12 @@ def compile_rasp(
     sublayers = place_blocks(graph, allocator)
     residual = assemble.residual_space(graph, sublayers, bos, pad)
 
-    # Embeddings -> weights -> Haiku model.
+    # Embeddings, then weights and the Haiku model (the one path from Craft blocks to Haiku).
     encoder = InputEncoder(tokens, compiler_bos, compiler_pad, max_seq_len)
     sink = graph.graph["sink"]
     out_space = output_space(graph, sink)
     numerical_output = g.is_numerical(graph, sink)
-    config, weights = assemble.assemble(
+    haiku = model_from_craft(
         residual,
         sublayers,
         assemble.embeddings(graph, residual, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len),
@@ -119,7 +119,6 @@ def compile_rasp(
         numerical_output=numerical_output,
         sparse_qk=FACTOR_QK in passes,
     )
-    params, forward, _ = build(config, weights)
 
     output_encoder = OutputEncoder(
         values=None if numerical_output else tuple(d.value for d in out_space.basis),
@@ -134,9 +133,9 @@ def compile_rasp(
     return CompiledModel(
         numerical_error_bound=max((error for _, error in map_errors.values()), default=0.0),
         numerical_map_errors=map_errors,
-        params=params,
-        config=config,
-        forward=forward,
+        params=haiku.params,
+        config=haiku.config,
+        forward=haiku.forward,
         graph=graph,
         craft_model=craft_model,
         sublayers=tuple(sublayers),

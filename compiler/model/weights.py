@@ -6,19 +6,28 @@ residual stream; the functions here build them from `model.config` and `model.pa
 they work on freshly compiled and on loaded models alike.
 
 Sub-layers are addressed by their index in `model.config.layers` (even: attention, odd: MLP).
+Any object with `params` and `config` works: a `CompiledModel`, a loaded one, or the `HaikuModel`
+that `compiler.model.from_craft` builds from Craft blocks.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 import numpy as np
 
-from compiler.model.compiled_model import CompiledModel
-from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, SparseLinear
+from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
 
 
-def module_params(model: CompiledModel, module: str) -> dict[str, np.ndarray]:
+class HasWeights(Protocol):
+    """What the accessors read: Haiku params keyed `compiled_transformer/<part>` and their config."""
+
+    params: dict
+    config: ModelConfig
+
+
+def module_params(model: HasWeights, module: str) -> dict[str, np.ndarray]:
     """The numpy parameters of one part (`"embed"`, `"layer_3"`, `"unembed"`); `{}` when empty."""
     values = model.params.get(f"{MODULE_NAME}/{module}", {})
     return {name: np.asarray(value) for name, value in values.items()}
@@ -67,14 +76,24 @@ def _writer(spec: SparseLinear, param: np.ndarray, width: int) -> np.ndarray:
     return spec.full_matrix(param, spec.shape[0], width)
 
 
-def attention_spec(model: CompiledModel, sublayer: int) -> AttentionSpec:
+def attention_spec(model: HasWeights, sublayer: int) -> AttentionSpec:
     layer = model.config.layers[sublayer]
     if not isinstance(layer, AttentionSpec):
         raise ValueError(f"sub-layer {sublayer} is an MLP, not an attention sub-layer")
     return layer
 
 
-def head_weights(model: CompiledModel, sublayer: int, head: int) -> HeadWeights:
+def attention_sublayers(model: HasWeights) -> tuple[int, ...]:
+    """Indices of the attention sub-layers that have at least one head."""
+    return tuple(i for i, layer in enumerate(model.config.layers) if isinstance(layer, AttentionSpec) and layer.heads)
+
+
+def layer_heads(model: HasWeights, sublayer: int) -> tuple[HeadWeights, ...]:
+    """The dense weights of every head of attention sub-layer `sublayer`, in head order."""
+    return tuple(head_weights(model, sublayer, h) for h in range(len(attention_spec(model, sublayer).heads)))
+
+
+def head_weights(model: HasWeights, sublayer: int, head: int) -> HeadWeights:
     """The dense weights of head `head` of attention sub-layer `sublayer`."""
     layer = attention_spec(model, sublayer)
     if not 0 <= head < len(layer.heads):
@@ -90,7 +109,7 @@ def head_weights(model: CompiledModel, sublayer: int, head: int) -> HeadWeights:
     )
 
 
-def mlp_weights(model: CompiledModel, sublayer: int) -> MLPWeights:
+def mlp_weights(model: HasWeights, sublayer: int) -> MLPWeights:
     """The dense weights of MLP sub-layer `sublayer` (hidden width 0 when it is empty)."""
     layer = model.config.layers[sublayer]
     if not isinstance(layer, MLPSpec):
@@ -104,27 +123,27 @@ def mlp_weights(model: CompiledModel, sublayer: int) -> MLPWeights:
     )
 
 
-def token_embedding(model: CompiledModel) -> np.ndarray:
+def token_embedding(model: HasWeights) -> np.ndarray:
     """`[vocab_size, D]`: the residual vector each token id writes (BOS and PAD included)."""
     config = model.config
     param = module_params(model, "embed")["token"]
     return config.token_embed.full_matrix(param, config.vocab_size, config.residual_width)
 
 
-def position_embedding(model: CompiledModel) -> np.ndarray:
+def position_embedding(model: HasWeights) -> np.ndarray:
     """`[max_seq_len + 1, D]`: the residual vector each position writes (position 0 is BOS)."""
     config = model.config
     param = module_params(model, "embed")["position"]
     return config.pos_embed.full_matrix(param, config.max_seq_len + 1, config.residual_width)
 
 
-def unembedding(model: CompiledModel) -> np.ndarray:
+def unembedding(model: HasWeights) -> np.ndarray:
     """`[D, n_out]`: residual to output logits (one column for a numerical output)."""
     config = model.config
     return _reader(config.unembed, module_params(model, "unembed")["w_u"], config.residual_width)
 
 
-def parameter_counts(model: CompiledModel) -> tuple[int, int]:
+def parameter_counts(model: HasWeights) -> tuple[int, int]:
     """`(stored, non_zero)`: entries of the stored parameter arrays and how many are non-zero."""
     stored = nonzero = 0
     for values in model.params.values():

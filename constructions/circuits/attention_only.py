@@ -14,6 +14,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from constructions.circuits.factored import FactoredMatrix
+from craft.numerics import softmax
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,10 @@ class HeadWeights:
     def pattern(self, query_rows: np.ndarray, key_rows: np.ndarray, causal: bool) -> np.ndarray:
         """Softmax attention weights ``(n_query, n_key)`` (no score scaling)."""
         scores = (query_rows @ self.w_q) @ (key_rows @ self.w_k).T
-        if causal:
-            n_q, n_k = scores.shape
-            scores = np.where(np.tril(np.ones((n_q, n_k), dtype=bool), k=n_k - n_q), scores,
-                              -np.inf)
-        scores = scores - scores.max(axis=-1, keepdims=True)
-        weights = np.exp(scores)
-        return weights / weights.sum(axis=-1, keepdims=True)
+        if not causal:
+            return softmax(scores)
+        n_q, n_k = scores.shape
+        return softmax(scores, where=np.tril(np.ones((n_q, n_k), dtype=bool), k=n_k - n_q))
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from craft.bases import VectorInBasis, VectorSpaceWithBasis
+from craft.bases import VectorSpaceWithBasis
 from craft.blocks import AttentionHead, MultiAttentionHead, SeriesWithResiduals, heads_of
 
-from constructions.circuits.attention_only import HeadWeights, LabelledTable, bilinear_table
+from constructions.circuits.attention_only import HeadWeights
 
 
 def _embed_rows(matrix: np.ndarray, space: VectorSpaceWithBasis,
@@ -59,23 +59,3 @@ def attention_layers(model: SeriesWithResiduals | Sequence, residual: VectorSpac
             layers.append(tuple(head_weights(h, residual, f"L{i}H{j}")
                                 for j, h in enumerate(heads_of(block))))
     return tuple(layers)
-
-
-def residual_rows(vectors: Sequence[VectorInBasis], residual: VectorSpaceWithBasis) -> np.ndarray:
-    """Stack vectors (e.g. token embeddings or feature read covectors) as residual rows."""
-    return np.stack([v.project(residual).magnitudes for v in vectors])
-
-
-def labelled_qk_table(head: HeadWeights, query_rows: np.ndarray, key_rows: np.ndarray,
-                      query_labels: Sequence, key_labels: Sequence) -> LabelledTable:
-    """``query_rows QK key_rows^T`` with labels: tokens, features or directions."""
-    return bilinear_table(head.qk, query_rows, key_rows, query_labels, key_labels)
-
-
-def labelled_ov_table(head: HeadWeights, source_rows: np.ndarray, source_labels: Sequence,
-                      residual: VectorSpaceWithBasis,
-                      read: VectorSpaceWithBasis | None = None) -> LabelledTable:
-    """``source_rows OV`` read on the directions of ``read`` (default: the whole residual)."""
-    read = residual if read is None else read
-    values = (source_rows @ head.ov).full()[:, residual.indices(read.basis)]
-    return LabelledTable(tuple(source_labels), tuple(str(d) for d in read.basis), values)

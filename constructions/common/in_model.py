@@ -15,11 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from constructions.superposition.craft_blocks import ONE
-from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis, join_vector_spaces
+from craft.bases import ONE, VectorInBasis, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import SeriesWithResiduals
 
-BOS = BasisDirection("tokens", "BOS")
+BOS = bos_direction()
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,25 +63,16 @@ def build_construction_model(sublayers: Sequence, token_vectors: Sequence[Vector
 
     Token id 0 is BOS (writes ``tokens:BOS``); an extra last id is padding (writes nothing).
     """
-    from compiler.passes.assemble import Embeddings, assemble
-    from compiler.model.transformer import build
+    from compiler.model.from_craft import embeddings_from_vectors, model_from_craft
 
     blocks = [b for b in sublayers if b is not None]
     spaces = [VectorSpaceWithBasis([ONE, BOS])]
     spaces += [s for b in blocks for s in (b.input_space, b.output_space)]
     spaces += [v.space for v in token_vectors]
     residual = join_vector_spaces(*spaces)
-    vocab = len(token_vectors) + 2
-    table = np.zeros((vocab, residual.num_dims), dtype=np.float32)
-    table[0, residual.index(BOS)] = 1.0
-    for i, vec in enumerate(token_vectors):
-        table[i + 1] = vec.project(residual).magnitudes
-    position = np.zeros((max_seq_len + 1, residual.num_dims), dtype=np.float32)
-    position[:, residual.index(ONE)] = 1.0
-    config, weights = assemble(residual, list(sublayers), Embeddings(table, position, vocab - 1),
-                               residual, max_seq_len=max_seq_len, causal=causal,
-                               numerical_output=False)
-    built = build(config, weights)  # (params, forward[, transformed])
-    params, forward = built[0], built[1]
-    return ConstructionModel(residual, SeriesWithResiduals(tuple(blocks)), tuple(sublayers), table,
-                             config, params, forward, max_seq_len)
+    tokens = [residual.vector_from_basis_direction(BOS), *token_vectors, None]
+    one = residual.vector_from_basis_direction(ONE)
+    embeddings = embeddings_from_vectors(residual, tokens, [one] * (max_seq_len + 1), pad_id=len(tokens) - 1)
+    haiku = model_from_craft(residual, sublayers, embeddings, residual, max_seq_len=max_seq_len, causal=causal)
+    return ConstructionModel(residual, SeriesWithResiduals(tuple(blocks)), tuple(sublayers), embeddings.token,
+                             haiku.config, haiku.params, haiku.forward, max_seq_len)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from craft.numerics import softmax
+
 
 @dataclass(frozen=True)
 class AttentionLayer:
@@ -52,7 +54,7 @@ class AttentionLayer:
         mask = np.tril(np.ones((n, n), dtype=bool))
         for h in range(self.n_heads):
             scores = (x @ self.w_q[h]) @ (x @ self.w_k[h]).T
-            pattern = _masked_softmax(scores, mask)
+            pattern = softmax(scores, where=mask)
             out = out + pattern @ x @ self.w_v[h] @ self.w_o[h]
         return out @ self.w_u
 
@@ -102,13 +104,6 @@ class TokenCircuits:
         mask = np.tril(np.ones((n, n), dtype=bool))
         out = self.w_eu[tokens].copy()
         for h in range(self.n_heads):
-            pattern = _masked_softmax(self.w_qk[h][np.ix_(tokens, tokens)], mask)
+            pattern = softmax(self.w_qk[h][np.ix_(tokens, tokens)], where=mask)
             out = out + pattern @ self.w_vo[h][tokens]
         return out
-
-
-def _masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    scores = np.where(mask, scores, -np.inf)
-    scores = scores - scores.max(axis=-1, keepdims=True)
-    weights = np.exp(scores)
-    return weights / weights.sum(axis=-1, keepdims=True)

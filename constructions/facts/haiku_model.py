@@ -42,18 +42,13 @@ class HaikuFactModel:
 
 def assemble_fact_model(model: FactModel) -> HaikuFactModel:
     """Lay the fact model's blocks out as one attention + one MLP sub-layer and build it."""
-    from compiler.passes.assemble import Embeddings, assemble
-    from compiler.model.transformer import build
+    from compiler.model.from_craft import embeddings_from_vectors, model_from_craft
 
     residual = join_vector_spaces(model.residual_space)
-    n = len(model.db.tokens)
-    table = np.zeros((n + 2, residual.num_dims), dtype=np.float32)
-    table[0, residual.index(BOS_DIRECTION)] = 1.0
-    for i, direction in enumerate(model.token_space.basis):
-        table[i + 1, residual.index(direction)] = 1.0
-    position = np.zeros((3, residual.num_dims), dtype=np.float32)
-    config, weights = assemble(residual, model.sublayers, Embeddings(table, position, n + 1),
-                               model.output_space, max_seq_len=2, causal=True,
-                               numerical_output=False)
-    built = build(config, weights)
-    return HaikuFactModel(model, residual, config, built[0], built[1])
+    bos = residual.vector_from_basis_direction(BOS_DIRECTION)
+    words = [residual.vector_from_basis_direction(d) for d in model.token_space.basis]
+    tokens = [bos, *words, None]
+    embeddings = embeddings_from_vectors(residual, tokens, [None] * 3, pad_id=len(tokens) - 1)
+    haiku = model_from_craft(residual, model.sublayers, embeddings, model.output_space,
+                             max_seq_len=2, causal=True)
+    return HaikuFactModel(model, residual, haiku.config, haiku.params, haiku.forward)

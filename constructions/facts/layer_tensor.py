@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from craft.numerics import softmax
+
 from constructions.facts.attention_layer import AttentionLayer, TokenCircuits
 from constructions.facts.db_rank import RankOneTerms
 
@@ -43,8 +45,7 @@ def attention_tensor(circuits: TokenCircuits, subjects: np.ndarray,
         for qi, q in enumerate(predicates):
             both = np.stack([circuits.w_qk[h][q, subjects],
                              np.full(len(subjects), circuits.w_qk[h][q, q])], axis=1)
-            both = np.exp(both - both.max(axis=1, keepdims=True))
-            both = both / both.sum(axis=1, keepdims=True)
+            both = softmax(both, axis=1)
             np.add.at(out[h, :, qi], (np.arange(len(subjects)), subjects), both[:, 0])
             out[h, :, qi, q] += both[:, 1]
     return out

@@ -7,15 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from constructions.facts.database import Database
+from craft.numerics import softmax
 
 TAUS = (0.5, 0.75, 0.95, 0.99)
-
-
-def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Numerically stable softmax."""
-    z = np.asarray(logits, dtype=np.float64)
-    z = np.exp(z - z.max(axis=axis, keepdims=True))
-    return z / z.sum(axis=axis, keepdims=True)
 
 
 def argmax_accuracy(logits: np.ndarray, targets: np.ndarray) -> float:
@@ -32,7 +26,7 @@ def tau_accuracy(logits: np.ndarray, targets: np.ndarray, tau: float) -> float:
     """``acc_{>=tau}``: fraction of rows whose target gets softmax probability ``>= tau``."""
     if not 0.5 <= tau <= 1.0:
         raise ValueError(f"tau must lie in [0.5, 1], got {tau}")
-    probs = softmax(logits)
+    probs = softmax(np.asarray(logits, dtype=np.float64))
     return float(np.mean(probs[np.arange(len(targets)), np.asarray(targets)] >= tau))
 
 

@@ -20,14 +20,14 @@ from typing import Hashable
 
 import numpy as np
 
-from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis, join_vector_spaces
+from craft.bases import TOKENS_NAME, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead, SeriesWithResiduals
 from craft.maps import BilinearMap, LinearMap
 
 from constructions.facts.attention_layer import TokenCircuits
 from constructions.facts.database import Database
 
-BOS_DIRECTION = BasisDirection("tokens", "BOS")
+BOS_DIRECTION = bos_direction()
 OUTPUT_NAME = "fact_out"
 
 
@@ -61,8 +61,8 @@ class FactModel:
         space = self.residual_space
         stream = np.zeros((3, space.num_dims))
         stream[0, space.index(BOS_DIRECTION)] = 1.0
-        stream[1, space.index(BasisDirection("tokens", subject))] = 1.0
-        stream[2, space.index(BasisDirection("tokens", predicate))] = 1.0
+        stream[1, space.index(BasisDirection(TOKENS_NAME, subject))] = 1.0
+        stream[2, space.index(BasisDirection(TOKENS_NAME, predicate))] = 1.0
         return VectorInBasis(space.basis, stream)
 
     def logits(self, subject: Hashable, predicate: Hashable) -> np.ndarray:
@@ -96,7 +96,7 @@ def compile_facts(db: Database, c: float = 10.0, c_out: float = 10.0,
                   bos_score: float = -1000.0, use_direct_path: bool = True) -> FactModel:
     """One head per predicate (direct path for single-object predicates); see module doc."""
     tokens = db.tokens
-    token_space = VectorSpaceWithBasis(tuple(BasisDirection("tokens", t) for t in tokens))
+    token_space = VectorSpaceWithBasis(tuple(BasisDirection(TOKENS_NAME, t) for t in tokens))
     output_space = VectorSpaceWithBasis(tuple(BasisDirection(OUTPUT_NAME, t) for t in tokens))
     key_space = VectorSpaceWithBasis(token_space.basis + (BOS_DIRECTION,))
     index = {t: i for i, t in enumerate(tokens)}
@@ -145,7 +145,7 @@ def _direct_path(rows: list[tuple[Hashable, Hashable]], token_space: VectorSpace
     first = np.zeros((token_space.num_dims, len(rows)))
     second = np.zeros((len(rows), output_space.num_dims))
     for i, (q, v) in enumerate(rows):
-        first[token_space.index(BasisDirection("tokens", q)), i] = 1.0
+        first[token_space.index(BasisDirection(TOKENS_NAME, q)), i] = 1.0
         second[i, output_space.index(BasisDirection(OUTPUT_NAME, v))] = c_out
     return MLP(LinearMap(token_space, hidden, first), LinearMap(hidden, output_space, second),
                "identity")

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from constructions.superposition.features import FeatureSpace, basis_features, boolean_matrix, random_unit_features
+from constructions.superposition.features import FeatureSpace, basis_features, random_unit_features
 from constructions.superposition.metrics import ErrorStats, StatusReport, error_stats, split_by_status
 from constructions.superposition.seeding import Seed, as_generator, recorded_seed, sample_distinct
 from constructions.superposition.targeted import TargetedUAnd, build_targeted_uand

@@ -3,7 +3,7 @@
 The numpy builders produce matrices over *physical* coordinates; these helpers attach labelled
 spaces so the result composes with compiled RASP blocks:
 
-* MLP input space: the input feature space's physical directions plus ``BasisDirection("one")``,
+* MLP input space: the input feature space's physical directions plus ``craft.bases.ONE``,
   which carries the bias (Craft MLPs have no bias vector).
 * Hidden space: ``BasisDirection(f"{name}_hidden", n)`` so parallel MLPs never collide.
 * Output space: one direction ``BasisDirection(name, gate)`` per gate (basis-aligned readout), or
@@ -19,11 +19,9 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from constructions.superposition.features import FeatureSpace
-from craft.bases import BasisDirection, VectorSpaceWithBasis
+from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP, AttentionHead
 from craft.maps import BilinearMap, LinearMap
-
-ONE = BasisDirection("one")
 
 
 def hidden_space(name: str, width: int) -> VectorSpaceWithBasis:
@@ -60,14 +58,6 @@ def boolean_mlp(inputs: FeatureSpace, w_in: np.ndarray, bias: np.ndarray, readou
                              f"readout has {readout.shape[1]} gates")
         second = LinearMap(first.output_space, outputs.space, readout @ outputs.write)
     return MLP(first, second, activation)
-
-
-def linear_read(sources: Sequence[tuple[VectorSpaceWithBasis, np.ndarray]],
-                out_space: VectorSpaceWithBasis) -> LinearMap:
-    """A read covector map: the sum of ``x_src @ M_src`` over source spaces (disjoint)."""
-    basis = [d for space, _ in sources for d in space.basis]
-    matrix = np.vstack([m for _, m in sources])
-    return LinearMap(VectorSpaceWithBasis(basis), out_space, matrix)
 
 
 def sfb_head(space: VectorSpaceWithBasis, w_q: np.ndarray, w_k: np.ndarray, *,

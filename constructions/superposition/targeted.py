@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from constructions.superposition.features import FeatureSpace, basis_features, boolean_matrix
+from constructions.superposition.features import FeatureSpace, basis_features
 from constructions.superposition.metrics import StatusReport, split_by_status
 from constructions.superposition.readout import SparseReadout, from_sets
 from constructions.superposition.seeding import Seed, as_generator, recorded_seed, sample_distinct

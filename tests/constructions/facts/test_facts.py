@@ -13,10 +13,10 @@ from constructions.facts.metrics import (
     fact_rows,
     recall_scores,
     row_argmax_matrix,
-    softmax,
     tau_accuracy,
 )
-from constructions.facts.database import Database, example_database, random_database
+from craft.numerics import softmax
+from constructions.facts.database import Database, random_database
 from constructions.facts.layer_tensor import (
     condition_10,
     layer_capacity,
@@ -27,8 +27,8 @@ from constructions.facts.layer_tensor import (
 )
 
 
-def test_example_database_tensor_and_bound():
-    db = example_database()
+def test_example_database_tensor_and_bound(example_db):
+    db = example_db
     d = db.tensor()
     assert d.shape == (5, 3, 4) and d.sum() == 8 == db.size
     bound = slice_bound(db)
@@ -51,11 +51,11 @@ def test_slice_witnesses_reconstruct_random_databases(seed):
     assert slice_witness(db).n_terms == bound.bound
 
 
-def test_cp_als_supports_rank_five_for_example():
-    fits = residual_by_rank(example_database().tensor(), [4, 5], seed=0, restarts=10)
+def test_cp_als_supports_rank_five_for_example(example_db):
+    fits = residual_by_rank(example_db.tensor(), [4, 5], seed=0, restarts=10)
     assert fits[5].residual < 1e-8
     assert fits[4].residual > 0.3  # measured 0.77: no rank-4 fit found
-    np.testing.assert_allclose(fits[5].terms.full(), example_database().tensor(), atol=1e-7)
+    np.testing.assert_allclose(fits[5].terms.full(), example_db.tensor(), atol=1e-7)
 
 
 def test_cp_als_effective_rank_example_and_input_checks():
@@ -147,7 +147,7 @@ def test_accuracy_metrics_order_and_ties():
         tau_accuracy(np.zeros((1, 2)), np.array([0]), 0.3)
 
 
-def test_fact_rows_pick_targets():
-    db = example_database()
+def test_fact_rows_pick_targets(example_db):
+    db = example_db
     rows, targets = fact_rows(db.tensor() * 5.0, db)
     assert argmax_accuracy(rows, targets) == 1.0 and len(targets) == 8

@@ -5,14 +5,14 @@ import pytest
 
 pytest.importorskip("compiler.passes.assemble")
 
-from compiler.passes.assemble import Embeddings, assemble  # noqa: E402
-from compiler.model.transformer import build  # noqa: E402
-from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis  # noqa: E402
+from compiler.model.from_craft import model_from_craft  # noqa: E402
+from compiler.passes.assemble import Embeddings  # noqa: E402
+from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction  # noqa: E402
 
 from constructions.bilinear.to_craft import boolean_gate_mlp  # noqa: E402
 
-X, Y, ONE = BasisDirection("x"), BasisDirection("y"), BasisDirection("one")
-BOS = BasisDirection("tokens", "BOS")
+X, Y = BasisDirection("x"), BasisDirection("y")
+BOS = bos_direction()
 
 
 @pytest.mark.parametrize("table", [(0, 0, 0, 1), (1, 1, 0, 1), (1, 0, 0, 1)])
@@ -27,12 +27,11 @@ def test_bilinear_gate_in_haiku_model(table):
         tokens[i + 1, residual.index(X)], tokens[i + 1, residual.index(Y)] = x, y
     position = np.zeros((5, residual.num_dims), dtype=np.float32)
     position[:, residual.index(ONE)] = 1.0
-    config, weights = assemble(residual, [None, mlp], Embeddings(tokens, position, 5),
-                               VectorSpaceWithBasis((out,)), max_seq_len=4, causal=False,
-                               numerical_output=True)
-    params, forward = build(config, weights)[:2]
+    model = model_from_craft(residual, [None, mlp], Embeddings(tokens, position, 5),
+                             VectorSpaceWithBasis((out,)), max_seq_len=4, causal=False,
+                             numerical_output=True)
     ids = np.array([[0, 1, 2, 3, 4]], dtype=np.int32)
-    result = np.asarray(forward(params, ids).output)[0]
+    result = np.asarray(model.forward(model.params, ids).output)[0]
     assert np.abs(result - np.array((0,) + tuple(table))).max() < 1e-5
     stream = VectorInBasis(residual.basis, (tokens[ids[0]] + position[:5]).astype(np.float64))
     craft = mlp.apply(stream).magnitude(out)

@@ -10,8 +10,7 @@ from constructions.superposition.quadratic import build_quadratic_uand
 from constructions.superposition.sfb import build_sfb_random_projection, random_bigrams
 from constructions.superposition.targeted import build_targeted_uand, random_pair_gates
 from constructions.superposition.uand import build_uand
-from constructions.superposition.craft_blocks import ONE
-from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis
+from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis
 from craft.maps import LinearMap
 
 

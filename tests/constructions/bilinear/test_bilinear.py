@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis
+from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction
 from craft.blocks import MLP
 from craft.maps import LinearMap
 
@@ -117,7 +117,7 @@ def test_mobius_coefficients_of_or():
 
 
 X, Y, OUT = BasisDirection("x"), BasisDirection("y"), BasisDirection("gate")
-ONE, BOS = BasisDirection("one"), BasisDirection("tokens", "BOS")
+BOS = bos_direction()
 
 
 def _stream(bits):

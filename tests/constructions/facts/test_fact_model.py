@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from constructions.facts.metrics import fact_rows, recall_scores, softmax
+from constructions.facts.metrics import fact_rows, recall_scores
+from craft.numerics import softmax
 from constructions.facts.model import compile_facts
-from constructions.facts.database import Database, example_database, random_database
+from constructions.facts.database import Database, random_database
 from constructions.facts.layer_tensor import layer_tensors
 
 
@@ -14,22 +15,21 @@ def _min_correct_probability(model):
     return softmax(rows)[np.arange(len(targets)), targets].min(), recall_scores(rows, targets)
 
 
-def test_example_database_with_c_10_and_5():
-    model = compile_facts(example_database(), c=10.0, c_out=10.0)
+def test_example_database_with_c_10_and_5(example_db):
+    model = compile_facts(example_db, c=10.0, c_out=10.0)
     assert len(model.heads) == 3 and model.direct is None
     assert [np.linalg.matrix_rank(h.w_ov.matrix) for h in model.heads] == [2, 2, 2]
     assert [h.w_v.shape[1] for h in model.heads] == [2, 2, 2]  # d_vo = |V_q|
     p_min, scores = _min_correct_probability(model)
     assert p_min == pytest.approx(0.99959, abs=2e-5)
     assert scores.at(0.99) == 1.0
-    p_min, scores = _min_correct_probability(compile_facts(example_database(), c=5.0, c_out=5.0))
+    p_min, scores = _min_correct_probability(compile_facts(example_db, c=5.0, c_out=5.0))
     assert p_min == pytest.approx(0.941, abs=2e-3)
     assert scores.at(0.99) == 0.0 and scores.argmax == 1.0
 
 
-def test_layer_tensor_of_compiled_model_matches_forward_and_database():
-    db = example_database()
-    model = compile_facts(db)
+def test_layer_tensor_of_compiled_model_matches_forward_and_database(example_db, example_fact_model):
+    db, model = example_db, example_fact_model
     ids = {t: i for i, t in enumerate(db.tokens)}
     subjects = np.array([ids[k] for k in db.subjects])
     predicates = np.array([ids[q] for q in db.predicates])
@@ -61,12 +61,11 @@ def test_direct_path_for_single_object_predicates_and_random_db():
     assert scores.at(0.99) == 1.0
 
 
-def test_fact_model_runs_through_haiku():
+def test_fact_model_runs_through_haiku(example_db, example_fact_model):
     pytest.importorskip("compiler.passes.assemble")
     from constructions.facts.haiku_model import assemble_fact_model
 
-    db = example_database()
-    model = compile_facts(db)
+    db, model = example_db, example_fact_model
     haiku = assemble_fact_model(model)
     rows, targets = model.fact_logits()
     logits = haiku.logits(db.domain())

@@ -7,8 +7,8 @@ from constructions.superposition.features import random_unit_features
 from constructions.superposition.inclusion_exclusion import (
     build_ie_read, calibrated_coefficients, idealised_read, measure_ie, mobius_coefficients)
 from constructions.superposition.measure_uand import (
-    exhaustive_inputs, measure_superposed, measure_uand, measure_xor, random_inputs, uand_readings,
-    xor_readings)
+    exhaustive_inputs, measure_superposed, measure_uand, measure_xor, misfire_point, random_inputs,
+    uand_readings, xor_readings)
 from constructions.superposition.uand import build_uand, paper_p, predicted_mean_errors
 
 P = 0.15
@@ -114,10 +114,7 @@ def test_uand_superposed_collapse():
 
 def test_uand_superposed_misfire_point_doubles_with_d0():
     def first_failure(d0):
-        for m in (64, 128, 256, 512, 1024, 2048, 4096):
-            if _superposed(d0, m).overall.accuracy < 0.9:
-                return m
-        return None
+        return misfire_point(lambda m: _superposed(d0, m), [64, 128, 256, 512, 1024, 2048, 4096])
 
     assert first_failure(256) > first_failure(128)
 
