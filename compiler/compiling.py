@@ -106,7 +106,7 @@ def compile_rasp(
     sublayers = place_blocks(graph, allocator)
     residual = assemble.residual_space(graph, sublayers, bos, pad)
 
-    # Embeddings -> weights -> Haiku model.
+    # Embeddings, then weights and the Haiku model (the one path from Craft blocks to Haiku).
     encoder = InputEncoder(tokens, compiler_bos, compiler_pad, max_seq_len)
     sink = graph.graph["sink"]
     out_space = output_space(graph, sink)
