@@ -150,7 +150,7 @@ def compile_rasp(
     graph = g.trace(discretise_numerical_inputs(program))
     infer_values(graph, tokens, max_seq_len)
     bos = BasisDirection("tokens", compiler_bos)
-    problems = check_graph(graph, causal, bos, causal_strict=causal_strict)
+    problems = check_graph(graph, causal, bos, causal_strict=causal_strict, passes=passes)
     if problems:
         raise UnsupportedProgramError(problems)
     warn_causal_semantics(graph)

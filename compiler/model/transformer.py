@@ -32,6 +32,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import sparse
 
 from craft.blocks import activate
 
@@ -79,7 +80,10 @@ class SparseLinear:
         in_idx: tuple[int, ...] | None = None,
         out_idx: tuple[int, ...] | None = None,
     ) -> tuple[SparseLinear, np.ndarray]:
-        """Choose the storage for `matrix`; returns the spec and the parameter array."""
+        """Choose the storage for `matrix` (numpy or scipy.sparse); returns the spec and the
+        parameter array. A sparse input is never made dense unless dense storage is chosen."""
+        if sparse.issparse(matrix):
+            return SparseLinear._from_sparse(matrix, in_idx, out_idx)
         matrix = np.asarray(matrix, dtype=np.float32)
         nonzero = np.nonzero(matrix)
         count = len(nonzero[0])
@@ -88,6 +92,19 @@ class SparseLinear:
         rows, cols = (tuple(axis.tolist()) for axis in nonzero)
         spec = SparseLinear(matrix.shape, in_idx, out_idx, rows, cols)
         return spec, matrix[nonzero]
+
+    @staticmethod
+    def _from_sparse(matrix, in_idx, out_idx) -> tuple[SparseLinear, np.ndarray]:
+        coo = sparse.coo_array(matrix)
+        values = coo.data.astype(np.float32)
+        keep = values != 0
+        rows, cols, values = coo.row[keep], coo.col[keep], values[keep]
+        order = np.lexsort((cols, rows))  # row-major, as np.nonzero gives for a dense matrix
+        shape = tuple(int(n) for n in matrix.shape)
+        if values.size >= DENSE_FRACTION * shape[0] * shape[1]:
+            return SparseLinear.from_matrix(sparse.csr_array(matrix).toarray(), in_idx, out_idx)
+        spec = SparseLinear(shape, in_idx, out_idx, tuple(rows[order].tolist()), tuple(cols[order].tolist()))
+        return spec, values[order]
 
     # numpy copies of the index tuples, built once per spec: turning a tuple of millions of
     # Python ints into a device constant on every trace dominated the first forward call.

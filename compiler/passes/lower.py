@@ -10,6 +10,8 @@ leaves the graph. After lowering, each computing node has `BLOCKS`: a tuple of
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +25,7 @@ from compiler.passes.optimize import fold_maps
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_fit, numerical_mlp, selector_width
-from craft.maps import BilinearMap
+from craft.maps import BilinearMap, FactoredBilinearMap, sum_matrices
 from rasp import rasp
 
 ONE = BasisDirection("one")
@@ -220,7 +222,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
 
 def direct_attention(
     graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None
-) -> tuple[BilinearMap, int]:
+) -> tuple[BilinearMap | FactoredBilinearMap, int]:
     """The summed 0/1 predicate matrix of a selector's conjunction, and its number of leaves.
 
     `folds` (from `compiler.passes.optimize.fold_maps`) names Maps whose inputs the head reads instead.
@@ -236,9 +238,10 @@ def direct_attention(
     ]
     query_space = join_vector_spaces(*(p.left_space for p in parts))
     key_space = join_vector_spaces(*(p.right_space for p in parts))
-    matrix = np.zeros((query_space.num_dims, key_space.num_dims))
-    for part in parts:
-        matrix += part.on_spaces(query_space, key_space).matrix
+    if any(isinstance(p, FactoredBilinearMap) for p in parts):  # large: factors side by side
+        return functools.reduce(operator.add, parts).on_spaces(query_space, key_space), len(leaves)
+    shape = (query_space.num_dims, key_space.num_dims)
+    matrix = sum_matrices([part.on_spaces(query_space, key_space).matrix for part in parts], shape)
     return BilinearMap(query_space, key_space, matrix), len(leaves)
 
 
