@@ -235,7 +235,7 @@ class BlockCost:
     """Upper bounds of what a node's block stores and runs."""
 
     nonzeros: int = 0
-    hidden: int = 0
+    hidden: int = 0  # hidden units of a categorical lookup table (one per input combination)
     predicate_calls: int = 0
 
 
@@ -251,8 +251,10 @@ def _block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
             if _encoding(graph, inner) == "categorical":
                 width = _width(graph, inner)  # 2 x + bias per unit, one table entry per unit
                 return BlockCost(nonzeros=3 * width, hidden=width)
-            hidden = 2 * len(graph.nodes[inner][g.VALUE_SET]) + 1  # two ramp units per value
-            return BlockCost(nonzeros=3 * hidden + hidden * out, hidden=hidden)
+            # At most two ramp units per value (often far fewer: numerical fits are measured
+            # separately); the hidden-unit limit is for lookup tables.
+            hidden = 2 * len(graph.nodes[inner][g.VALUE_SET]) + 1
+            return BlockCost(nonzeros=3 * hidden + hidden * out)
         if kind == "linear_sequence_map" and _encoding(graph, label) == "numerical":
             return BlockCost()
         pairs = math.prod(_width(graph, i) for i in inputs)  # 3 reads + 1 table entry per pair

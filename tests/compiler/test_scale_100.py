@@ -100,13 +100,13 @@ def test_over_the_limit_with_independent_sources_the_message_is_unchanged(monkey
 
 
 def test_nary_block_is_sized_after_fusion_and_pruning():
+    # Literal layout: a lookup table over args_2 (10,000 tuples) x indices (100), one hidden
+    # unit per pair. After fuse_inputs and prune_values args_2 has 100 values.
     example = EXAMPLES["nary_sum_mod_4"]
-    program, vocab = example.build(30), example.scaled_vocab(30)
-    assert validate(program, vocab, 30) == []
-    problems = validate(program, vocab, 30, optimize=False)
-    assert len(problems) == 1 and problems[0].startswith("nary_sequence_map: its block needs")
-    with pytest.raises(CompilerError, match="nary_sequence_map: its block needs"):
-        compile_rasp(program, vocab, 30, optimize=False)
+    program, vocab = example.build(100), example.scaled_vocab(100)
+    assert validate(program, vocab, 100) == []
+    (problem,) = validate(program, vocab, 100, optimize=False)
+    assert problem.startswith("nary_sequence_map: its MLP needs 1,000,000 hidden units")
 
 
 def test_nary_matches_rasp_at_30():
