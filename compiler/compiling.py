@@ -96,7 +96,7 @@ def compile_rasp(
     record(traced, merges)
     infer_values(traced, tokens, max_seq_len)
     fused = fuse_elementwise(traced)
-    problems = check_graph(traced, fused, causal, bos, causal_strict=causal_strict)
+    problems = check_graph(traced, fused, causal, bos, causal_strict=causal_strict, passes=passes)
     if problems:
         raise UnsupportedProgramError(problems)
     warn_causal_semantics(traced)

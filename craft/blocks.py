@@ -24,7 +24,7 @@ from typing import Union
 import numpy as np
 
 from craft.bases import VectorInBasis, VectorSpaceWithBasis, direct_sum, join_vector_spaces
-from craft.maps import BilinearMap, LinearMap
+from craft.maps import BilinearMap, FactoredBilinearMap, LinearMap, right_multiply, sum_matrices, to_dense
 from craft.numerics import softmax
 
 ACTIVATIONS = ("relu", "square", "identity", "bilinear")
@@ -85,8 +85,8 @@ class MLP:
         return self.first.output_space
 
     def apply(self, vector: VectorInBasis) -> VectorInBasis:
-        hidden = vector.project(self.input_space).magnitudes @ self.first.matrix
-        out = activate(self.activation, hidden) @ self.second.matrix
+        hidden = right_multiply(vector.project(self.input_space).magnitudes, self.first.matrix)
+        out = right_multiply(activate(self.activation, hidden), self.second.matrix)
         return VectorInBasis(self.output_space.basis, out)
 
     @staticmethod
@@ -112,8 +112,13 @@ class MLP:
         else:
             hidden = direct_sum(*(m.hidden_space for m in mlps))
             read_space = hidden
-        w1 = sum(m.first.on_spaces(input_space, hidden).matrix for m in mlps)
-        w2 = sum(m.second.on_spaces(read_space, output_space).matrix for m in mlps)
+        w1 = sum_matrices(
+            [m.first.on_spaces(input_space, hidden).matrix for m in mlps], (input_space.num_dims, hidden.num_dims)
+        )
+        w2 = sum_matrices(
+            [m.second.on_spaces(read_space, output_space).matrix for m in mlps],
+            (read_space.num_dims, output_space.num_dims),
+        )
         return MLP(
             LinearMap(input_space, hidden, w1),
             LinearMap(read_space, output_space, w2),
@@ -134,7 +139,7 @@ class AttentionHead:
     compiled model agree.
     """
 
-    w_qk: BilinearMap
+    w_qk: BilinearMap | FactoredBilinearMap
     w_ov: LinearMap
     causal: bool = False
     w_q: np.ndarray | None = None
@@ -144,14 +149,15 @@ class AttentionHead:
     factor_rtol: float = 1e-6
 
     def __post_init__(self) -> None:
-        self._check_factors("w_q", "w_k", self.w_q, self.w_k, self.w_qk.matrix, transpose=True)
-        self._check_factors("w_v", "w_o", self.w_v, self.w_o, self.w_ov.matrix, transpose=False)
+        self._check_factors("w_q", "w_k", self.w_q, self.w_k, lambda: self.w_qk.matrix, transpose=True)
+        self._check_factors("w_v", "w_o", self.w_v, self.w_o, lambda: self.w_ov.matrix, transpose=False)
 
-    def _check_factors(self, a_name, b_name, a, b, full, transpose: bool) -> None:
+    def _check_factors(self, a_name, b_name, a, b, full_matrix, transpose: bool) -> None:
         if (a is None) != (b is None):
             raise ValueError(f"AttentionHead: give both {a_name} and {b_name} or neither")
         if a is None:
             return
+        full = to_dense(full_matrix())
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
         object.__setattr__(self, a_name, a)

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 
 import numpy as np
+from scipy import sparse
 
 # Haiku module name of the compiled transformer: parameters are `MODULE_NAME/<part>`.
 MODULE_NAME = "compiled_transformer"
@@ -57,7 +58,10 @@ class SparseLinear:
         in_idx: tuple[int, ...] | None = None,
         out_idx: tuple[int, ...] | None = None,
     ) -> tuple[SparseLinear, np.ndarray]:
-        """Choose the storage for `matrix`; returns the spec and the parameter array."""
+        """Choose the storage for `matrix` (numpy or scipy.sparse); returns the spec and the
+        parameter array. A sparse input is never made dense unless dense storage is chosen."""
+        if sparse.issparse(matrix):
+            return SparseLinear._from_sparse(matrix, in_idx, out_idx)
         matrix = np.asarray(matrix, dtype=np.float32)
         nonzero = np.nonzero(matrix)
         count = len(nonzero[0])
@@ -69,6 +73,19 @@ class SparseLinear:
 
     # numpy copies of the index tuples, built once per spec: turning a tuple of millions of
     # Python ints into a device constant on every trace dominated the first forward call.
+    @staticmethod
+    def _from_sparse(matrix, in_idx, out_idx) -> tuple[SparseLinear, np.ndarray]:
+        coo = sparse.coo_array(matrix)
+        values = coo.data.astype(np.float32)
+        keep = values != 0
+        rows, cols, values = coo.row[keep], coo.col[keep], values[keep]
+        order = np.lexsort((cols, rows))  # row-major, as np.nonzero gives for a dense matrix
+        shape = tuple(int(n) for n in matrix.shape)
+        if values.size >= DENSE_FRACTION * shape[0] * shape[1]:
+            return SparseLinear.from_matrix(sparse.csr_array(matrix).toarray(), in_idx, out_idx)
+        spec = SparseLinear(shape, in_idx, out_idx, tuple(rows[order].tolist()), tuple(cols[order].tolist()))
+        return spec, values[order]
+
     @functools.cached_property
     def in_array(self) -> np.ndarray | None:
         return None if self.in_idx is None else np.asarray(self.in_idx, dtype=np.int32)

@@ -11,7 +11,9 @@ is split into the connected components of its non-zero pattern, each becoming `I
 (the narrower), or, for the staircase matrices of order comparisons, a dyadic cover with
 `O(m log m)` non-zeros (`compiler.passes.qk_factor`), so no floating-point factorisation error enters.
 `W_OV` becomes `W_V = I, W_O = W_OV` or `W_V = W_OV, W_O = I`, whichever is narrower. Heads built with explicit factors (superposition
-constructions) keep them, and so keep their width `d_qk`.
+constructions) keep them, and so keep their width `d_qk`; so does a head whose `W_QK` was built
+as factors (`craft.maps.FactoredBilinearMap`: large order comparisons, already a dyadic cover).
+Large blocks arrive as scipy.sparse matrices and are sliced and stored without becoming dense.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+from scipy import sparse
 
 from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from compiler.passes import graph as g
 from compiler.passes.qk_factor import sparse_factors
 from craft.bases import ONE, TOKENS_NAME, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, Block, MultiAttentionHead
+from craft.maps import FactoredBilinearMap
 
 Weights = dict[str, dict[str, np.ndarray]]
 
@@ -108,15 +112,30 @@ def _indices(residual: VectorSpaceWithBasis, directions: tuple[BasisDirection, .
     return tuple(int(residual.index(d)) for d in directions)
 
 
-def _used(matrix: np.ndarray, axis: int) -> np.ndarray:
+def _used(matrix: np.ndarray | sparse.sparray, axis: int) -> np.ndarray:
     """Positions along `axis` whose row (axis 0) or column (axis 1) has a non-zero entry."""
-    used = np.flatnonzero(np.any(matrix != 0, axis=1 - axis))
+    if sparse.issparse(matrix):
+        coo = sparse.coo_array(matrix)
+        used = np.unique((coo.row, coo.col)[axis][coo.data != 0])
+    else:
+        used = np.flatnonzero(np.any(matrix != 0, axis=1 - axis))
     return used if used.size else np.arange(min(1, matrix.shape[axis]))
 
 
-def _factor(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _block(matrix: np.ndarray | sparse.sparray, rows: np.ndarray, cols: np.ndarray):
+    """`matrix[rows][:, cols]`, dense or sparse as given."""
+    if sparse.issparse(matrix):
+        return sparse.csr_array(matrix)[rows][:, cols]
+    return matrix[np.ix_(rows, cols)]
+
+
+def _factor(matrix: np.ndarray | sparse.sparray) -> tuple:
     """Exact factors `A, B` with `A @ B.T == matrix`, of width `min(matrix.shape)`."""
     rows, cols = matrix.shape
+    if sparse.issparse(matrix):
+        if rows <= cols:
+            return sparse.identity(rows, format="csr"), sparse.csr_array(matrix.T)
+        return matrix, sparse.identity(cols, format="csr")
     if rows <= cols:
         return np.eye(rows, dtype=matrix.dtype), matrix.T
     return matrix, np.eye(cols, dtype=matrix.dtype)
@@ -125,25 +144,30 @@ def _factor(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _head(
     head: AttentionHead, residual: VectorSpaceWithBasis, layer: dict[str, np.ndarray], h: int, sparse_qk: bool
 ) -> HeadSpec:
-    qk = head.w_qk.matrix
     ov = head.w_ov.matrix
     query_dirs = head.w_qk.left_space.basis
     key_dirs = head.w_qk.right_space.basis
     value_dirs = head.w_ov.input_space.basis
     out_dirs = head.w_ov.output_space.basis
     if head.w_q is not None and head.w_k is not None:
-        q_rows, k_rows = np.arange(qk.shape[0]), np.arange(qk.shape[1])
+        q_rows, k_rows = np.arange(len(query_dirs)), np.arange(len(key_dirs))
         w_q, w_k = head.w_q, head.w_k
+    elif isinstance(head.w_qk, FactoredBilinearMap):
+        a, b = head.w_qk.left_factor, head.w_qk.right_factor
+        q_rows, k_rows = _used(a, 0), _used(b, 0)
+        columns = np.intersect1d(_used(a, 1), _used(b, 1))
+        w_q, w_k = _block(a, q_rows, columns), _block(b, k_rows, columns)
     else:
+        qk = head.w_qk.matrix
         q_rows, k_rows = _used(qk, 0), _used(qk, 1)
-        used = qk[np.ix_(q_rows, k_rows)]
+        used = _block(qk, q_rows, k_rows)
         w_q, w_k = sparse_factors(used) if sparse_qk else _factor(used)
     if head.w_v is not None and head.w_o is not None:
         v_rows, o_cols = np.arange(ov.shape[0]), np.arange(ov.shape[1])
         w_v, w_o_t = head.w_v, head.w_o.T
     else:
         v_rows, o_cols = _used(ov, 0), _used(ov, 1)
-        w_v, w_o_t = _factor(ov[np.ix_(v_rows, o_cols)])
+        w_v, w_o_t = _factor(_block(ov, v_rows, o_cols))
     specs = {}
     for name, matrix, dirs, idx, as_input in (
         ("q", w_q, query_dirs, q_rows, True),
@@ -167,8 +191,8 @@ def _mlp(mlp: MLP, residual: VectorSpaceWithBasis, layer: dict[str, np.ndarray])
     out_cols = _used(second, 1)
     in_idx = _indices(residual, tuple(mlp.input_space.basis[i] for i in in_rows))
     out_idx = _indices(residual, tuple(mlp.output_space.basis[i] for i in out_cols))
-    w_in, layer["w_in"] = SparseLinear.from_matrix(first[in_rows], in_idx=in_idx)
-    w_out, layer["w_out"] = SparseLinear.from_matrix(second[:, out_cols], out_idx=out_idx)
+    w_in, layer["w_in"] = SparseLinear.from_matrix(_block(first, in_rows, np.arange(first.shape[1])), in_idx=in_idx)
+    w_out, layer["w_out"] = SparseLinear.from_matrix(_block(second, np.arange(second.shape[0]), out_cols), out_idx=out_idx)
     return MLPSpec(w_in, w_out, mlp.activation)
 
 

@@ -8,6 +8,10 @@ parity 0 for attention and 1 for MLP, in execution order.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
+from collections.abc import Callable
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -21,7 +25,7 @@ from compiler.passes.optimize.prune_tables import PAIRS as TABLE_PAIRS
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
-from craft.maps import BilinearMap
+from craft.maps import BilinearMap, FactoredBilinearMap, sum_matrices
 from rasp import rasp
 from rasp.functions import Composed
 
@@ -117,7 +121,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
 
 def direct_attention(
     graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None
-) -> tuple[BilinearMap, int]:
+) -> tuple[BilinearMap | FactoredBilinearMap, int]:
     """The summed 0/1 predicate matrix of a selector's conjunction, and its number of leaves.
 
     `folds` (from `compiler.passes.optimize.fold_maps`) names Maps whose inputs the head reads instead.
@@ -133,9 +137,10 @@ def direct_attention(
     ]
     query_space = join_vector_spaces(*(p.left_space for p in parts))
     key_space = join_vector_spaces(*(p.right_space for p in parts))
-    matrix = np.zeros((query_space.num_dims, key_space.num_dims))
-    for part in parts:
-        matrix += part.on_spaces(query_space, key_space).matrix
+    if any(isinstance(p, FactoredBilinearMap) for p in parts):  # large: factors side by side
+        return functools.reduce(operator.add, parts).on_spaces(query_space, key_space), len(leaves)
+    shape = (query_space.num_dims, key_space.num_dims)
+    matrix = sum_matrices([part.on_spaces(query_space, key_space).matrix for part in parts], shape)
     return BilinearMap(query_space, key_space, matrix), len(leaves)
 
 

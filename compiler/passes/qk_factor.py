@@ -13,14 +13,18 @@ stacked block-diagonally, so a component never pays for another's rows or column
   prefix are disjoint, so every score is one product `c * 1` or zero: exact in floating point.
   `m` keys cost `O(m log m)` non-zeros instead of `O(m^2)`.
 
-Whichever of the two has fewer non-zeros is used per component.
+Whichever of the two has fewer non-zeros is used per component. A scipy.sparse input (a large
+head, see `craft.maps.SPARSE_ABOVE`) gives sparse factors, and is never made dense as a whole.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
+
+from craft.maps import dyadic_prefix_factors
 
 
 def _identity_factors(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,23 +50,8 @@ def _staircase(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None
 
 
 def _dyadic_factors(order: np.ndarray, lengths: np.ndarray, c: float, dtype) -> tuple[np.ndarray, np.ndarray]:
-    blocks: dict[tuple[int, int], int] = {}  # (start, size) -> factor column
-    query_blocks = []
-    for length in lengths.tolist():
-        start, mine = 0, []
-        for bit in reversed(range(max(int(length).bit_length(), 1))):
-            size = 1 << bit
-            if length & size:
-                mine.append(blocks.setdefault((start, size), len(blocks)))
-                start += size
-        query_blocks.append(mine)
-    a = np.zeros((len(lengths), len(blocks)), dtype=dtype)
-    b = np.zeros((len(order), len(blocks)), dtype=dtype)
-    for query, mine in enumerate(query_blocks):
-        a[query, mine] = c
-    for (start, size), column in blocks.items():
-        b[order[start : start + size], column] = 1
-    return a, b
+    a, b = dyadic_prefix_factors(order, lengths, c)
+    return a.toarray().astype(dtype), b.toarray().astype(dtype)
 
 
 def _component_factors(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,12 +65,20 @@ def _component_factors(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return plain
 
 
-def sparse_factors(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Exact factors `A` (queries x d) and `B` (keys x d) with `A @ B.T == matrix`."""
+def sparse_factors(matrix: np.ndarray | sparse.sparray) -> tuple[np.ndarray, np.ndarray] | tuple[sparse.csr_array, sparse.csr_array]:
+    """Exact factors `A` (queries x d) and `B` (keys x d) with `A @ B.T == matrix`.
+
+    Dense in, dense out; sparse in, sparse out (components are made dense one at a time).
+    """
+    is_sparse = sparse.issparse(matrix)
+    if is_sparse:
+        matrix = sparse.csr_array(matrix)
+        matrix.eliminate_zeros()
     rows, cols = matrix.shape
-    nonzero_rows, nonzero_cols = np.nonzero(matrix)
+    nonzero_rows, nonzero_cols = matrix.nonzero()
     if nonzero_rows.size == 0:
-        return _identity_factors(matrix)
+        a, b = _identity_factors(matrix.toarray() if is_sparse else matrix)
+        return (sparse.csr_array(a), sparse.csr_array(b)) if is_sparse else (a, b)
     graph = coo_matrix(
         (np.ones(nonzero_rows.size), (nonzero_rows, rows + nonzero_cols)), shape=(rows + cols,) * 2
     )
@@ -90,8 +87,11 @@ def sparse_factors(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for label in np.unique(component[nonzero_rows]):
         q = np.flatnonzero(component[:rows] == label)
         k = np.flatnonzero(component[rows:] == label)
-        parts.append((q, k, *_component_factors(matrix[np.ix_(q, k)])))
+        block = matrix[q][:, k].toarray() if is_sparse else matrix[np.ix_(q, k)]
+        parts.append((q, k, *_component_factors(block)))
     width = sum(a.shape[1] for _, _, a, _ in parts)
+    if is_sparse:
+        return _stacked_sparse(parts, rows, 0, width), _stacked_sparse(parts, cols, 1, width)
     a_all = np.zeros((rows, width), dtype=matrix.dtype)
     b_all = np.zeros((cols, width), dtype=matrix.dtype)
     offset = 0
@@ -100,3 +100,19 @@ def sparse_factors(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         b_all[np.ix_(k, np.arange(offset, offset + b.shape[1]))] = b
         offset += a.shape[1]
     return a_all, b_all
+
+
+def _stacked_sparse(parts: list, size: int, side: int, width: int) -> sparse.csr_array:
+    """The components' factors of one side (0: queries, 1: keys) placed block-diagonally."""
+    data, row_idx, col_idx = [], [], []
+    offset = 0
+    for part in parts:
+        where, factor = part[side], part[2 + side]
+        r, c = np.nonzero(factor)
+        data.append(factor[r, c])
+        row_idx.append(where[r])
+        col_idx.append(c + offset)
+        offset += factor.shape[1]
+    return sparse.csr_array(
+        (np.concatenate(data), (np.concatenate(row_idx), np.concatenate(col_idx))), shape=(size, width)
+    )

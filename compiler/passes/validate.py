@@ -7,6 +7,8 @@ Each message starts with the offending s-op's label and says what to do instead.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 import warnings
 from collections.abc import Iterable
@@ -20,6 +22,7 @@ from compiler.passes import selectors
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.numerical_maps import NUMERICAL_FITS, fit_numerical_map, numerical_map_operation
+from compiler.passes.optimize import fold_maps, optimize_graph, selected_passes
 from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, bos_direction
 from craft.chamber import numerical_mlp
@@ -37,8 +40,11 @@ def validate(
     max_seq_len: int,
     causal: bool = False,
     causal_strict: bool = False,
+    optimize: bool | Iterable[str] = True,
 ) -> list[str]:
     """Every problem that stops `program` from compiling exactly (empty list: it compiles).
+
+    `optimize` is `compile_rasp`'s: the optimisation passes can make a block small enough.
 
     With `causal=True` a selector that may select later positions is no problem: the model
     computes the causal evaluation. Such a program gets its note as a `CausalSemanticsWarning`
@@ -51,7 +57,9 @@ def validate(
         return list(error.problems)
     except CompilerError as error:
         return [str(error)]
-    problems = check_graph(graph, fuse_elementwise(graph), causal, causal_strict=causal_strict)
+    problems = check_graph(
+        graph, fuse_elementwise(graph), causal, causal_strict=causal_strict, passes=selected_passes(optimize)
+    )
     if not problems:
         warn_causal_semantics(graph, stacklevel=3)
     return problems
@@ -83,14 +91,19 @@ def check_graph(
     causal: bool,
     bos: BasisDirection = bos_direction(),
     causal_strict: bool = False,
+    passes: Iterable[str] = (),
 ) -> list[str]:
     """Problems of a traced graph with inferred values; `fused` is the same graph after
     elementwise fusion (`compiler.passes.fuse`), the graph that will be lowered.
 
-    Each s-op is checked on `graph`, as the user wrote it; sizes and numerical accuracy are judged
-    on `fused`. Leaves the measured numerical Map fits in `fused.graph[NUMERICAL_FITS]` for
-    lowering (built with `bos` as the BOS direction), and in causal mode the selectors that may
-    read later positions in `graph.graph[CAUSAL_NOTES]` (problems instead when `causal_strict`).
+    Each s-op is checked on `graph`, as the user wrote it. Block sizes are judged on `fused`
+    after the optimisation `passes` `compile_rasp` will run (`compiler.passes.optimize`), which
+    can shrink a block that is too large in the literal layout (e.g. a SequenceMap reading one
+    s-op twice); numerical accuracy on `fused`.
+
+    Leaves the measured numerical Map fits in `fused.graph[NUMERICAL_FITS]` for lowering (built
+    with `bos` as the BOS direction), and in causal mode the selectors that may read later
+    positions in `graph.graph[CAUSAL_NOTES]` (problems instead when `causal_strict`).
     """
     problems: list[str] = []
     notes: list[str] = []
@@ -103,6 +116,9 @@ def check_graph(
         )
     # Sizes first: the other checks may build tables of the same size.
     oversized = _oversized_blocks(fused)
+    passes = tuple(passes)
+    if oversized and passes:  # the passes cost time: run them only when they can matter
+        oversized = _oversized_blocks(optimize_graph(fused, passes))
     inaccurate, fits = ({}, {}) if oversized else _inaccurate_numerical_maps(fused, bos)
     fused.graph[NUMERICAL_FITS] = fits
     for label in g.sop_nodes(graph):
@@ -125,9 +141,14 @@ def check_graph(
     return problems
 
 
-# Largest weight matrix (entries) one block may need. Blocks are built as dense numpy matrices
-# before assembly stores them sparsely, so this bounds compile-time memory (~160 MB at float64).
-MAX_BLOCK_ENTRIES = 20_000_000
+# Limits on one block, on what it actually stores and runs (large blocks are built sparse or
+# factored, `craft.maps.SPARSE_ABOVE`, so their dense size does not matter):
+# - non-zero weights it stores (compile-time memory, ~12 bytes each while built; model size);
+MAX_BLOCK_NONZEROS = 20_000_000
+# - hidden units of one MLP (every token carries that many activations in the forward pass);
+MAX_HIDDEN_UNITS = 100_000
+# - predicate calls of a selector without a structured fast path (one Python call per pair).
+MAX_PREDICATE_CALLS = 20_000_000
 
 
 def _width(graph: nx.DiGraph, label: str) -> int:
@@ -179,28 +200,49 @@ def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[
 
 
 def _oversized_blocks(fused: nx.DiGraph) -> dict[str, str]:
-    """Nodes whose block would need an impractically large weight matrix, with the message.
+    """Nodes whose block would store, run or evaluate too much, with the message.
 
-    Sized on the graph as it will be lowered, i.e. after elementwise fusion (a Map fused into the
-    SequenceMap below it builds one block over that SequenceMap's inputs, not two).
+    Sized on the graph as it will be lowered (after elementwise fusion and the optimisation
+    passes): a Map fused into the SequenceMap below it builds one block over that SequenceMap's
+    inputs, not two.
     """
     found = {}
+    advice = (
+        "shrink the value sets it reads or writes (fewer vocabulary tokens, a smaller "
+        "max_seq_len, or a Map that buckets values)"
+    )
     for label in g.sop_nodes(fused):
-        shapes = _block_shapes(fused, label)
-        for rows, cols in shapes:
-            if rows * cols > MAX_BLOCK_ENTRIES:
-                found[label] = (
-                    f"{label}: its block needs a {rows} x {cols} weight matrix ({rows * cols:,} "
-                    f"entries, limit {MAX_BLOCK_ENTRIES:,}); shrink the value sets it reads or "
-                    "writes (fewer vocabulary tokens, a smaller max_seq_len, or a Map that "
-                    "buckets values)"
-                )
-                break
+        cost = _block_cost(fused, label)
+        if cost.hidden > MAX_HIDDEN_UNITS:
+            found[label] = (
+                f"{label}: its MLP needs {cost.hidden:,} hidden units (one per input value "
+                f"combination; limit {MAX_HIDDEN_UNITS:,}); {advice}"
+            )
+        elif cost.predicate_calls > MAX_PREDICATE_CALLS:
+            found[label] = (
+                f"{label}: its selector compares {cost.predicate_calls:,} query/key value pairs one "
+                f"by one (limit {MAX_PREDICATE_CALLS:,}; EQ and order comparisons of numbers or "
+                f"strings have no such limit); {advice}"
+            )
+        elif cost.nonzeros > MAX_BLOCK_NONZEROS:
+            found[label] = (
+                f"{label}: its block stores about {cost.nonzeros:,} non-zero weights (limit "
+                f"{MAX_BLOCK_NONZEROS:,}); {advice}"
+            )
     return found
 
 
-def _block_shapes(graph: nx.DiGraph, label: str) -> list[tuple[int, int]]:
-    """The shapes of the largest weight matrices the node's block will need."""
+@dataclasses.dataclass(frozen=True)
+class BlockCost:
+    """Upper bounds of what a node's block stores and runs."""
+
+    nonzeros: int = 0
+    hidden: int = 0  # hidden units of a categorical lookup table (one per input combination)
+    predicate_calls: int = 0
+
+
+def _block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
+    """What the node's block will store (non-zeros), its MLP width and its predicate calls."""
     node = graph.nodes[label]
     expr, kind = node[g.EXPR], node[g.KIND]
     out = _width(graph, label)
@@ -209,26 +251,56 @@ def _block_shapes(graph: nx.DiGraph, label: str) -> list[tuple[int, int]]:
         if len(set(inputs)) == 1:  # a Map, or f(x, x)
             (inner,) = set(inputs)
             if _encoding(graph, inner) == "categorical":
-                width = _width(graph, inner)
-                return [(width + 1, width), (width, out)]
-            hidden = 2 * len(graph.nodes[inner][g.VALUE_SET]) + 1  # two ramp units per value
-            return [(3, hidden), (hidden, out)]
+                width = _width(graph, inner)  # 2 x + bias per unit, one table entry per unit
+                return BlockCost(nonzeros=3 * width, hidden=width)
+            # At most two ramp units per value (often far fewer: numerical fits are measured
+            # separately); the hidden-unit limit is for lookup tables.
+            hidden = 2 * len(graph.nodes[inner][g.VALUE_SET]) + 1
+            return BlockCost(nonzeros=3 * hidden + hidden * out)
         if kind is g.NodeKind.LINEAR_SEQUENCE_MAP and _encoding(graph, label) == "numerical":
-            return []
-        fst, snd = (_width(graph, i) for i in inputs)
-        return [(fst + snd + 1, fst * snd), (fst * snd, out)]
+            return BlockCost()
+        pairs = math.prod(_width(graph, i) for i in inputs)  # 3 reads + 1 table entry per pair
+        return BlockCost(nonzeros=4 * pairs, hidden=pairs)
     if kind in (g.NodeKind.AGGREGATE, g.NodeKind.SELECTOR_WIDTH):
         try:
             leaves = selectors.conjunction(expr.selector)
         except UnsupportedProgramError:
-            return []  # reported by _check_selector
-        queries = sum(_width(graph, leaf.queries) for leaf in leaves)
-        keys = sum(_width(graph, leaf.keys) for leaf in leaves)
-        shapes = [(queries + 1, keys + 1)]
+            return BlockCost()  # reported by _check_selector
+        folds = node.get(fold_maps.FOLDED) or {}  # Maps folded into this head read their inputs
+        nonzeros = calls = 0
+        for leaf in fold_maps.fold_leaves(leaves, folds) if folds else leaves:
+            stored, evaluated = _selector_cost(graph, leaf)
+            nonzeros, calls = nonzeros + stored, calls + evaluated
         if kind is g.NodeKind.AGGREGATE:
-            shapes.append((_width(graph, expr.sop.label), out))
-        return shapes
-    return []
+            value = folds[expr.sop.label].inner if expr.sop.label in folds else expr.sop.label
+            nonzeros += _width(graph, value)  # W_OV: one entry per value direction
+        return BlockCost(nonzeros=nonzeros, predicate_calls=calls)
+    return BlockCost()
+
+
+def _selector_cost(graph: nx.DiGraph, leaf: selectors.Leaf) -> tuple[int, int]:
+    """`(stored non-zeros, predicate calls)` of one leaf's query/key matrix, as an upper bound.
+
+    Order comparisons of numbers or strings are dyadic factors (`craft.maps.
+    dyadic_prefix_factors`: at most log2(keys) + 1 entries per query and per key), EQ stores
+    its matches (at most one per query for distinct values), anything else the whole table.
+    """
+    queries, keys = graph.nodes[leaf.queries][g.VALUE_SET], graph.nodes[leaf.keys][g.VALUE_SET]
+    q, k = _width(graph, leaf.queries), _width(graph, leaf.keys)
+    name = leaf.predicate.name if isinstance(leaf.predicate, enum.Enum) else None
+    sortable = _homogeneous(queries) and _homogeneous(keys)
+    if name in ("LT", "LEQ", "GT", "GEQ") and sortable:
+        return (q + k) * (k.bit_length() + 1), 0
+    if name == "EQ":  # matches found by hashing: one key per query value at most
+        return q + k, 0
+    if name in ("TRUE", "FALSE"):
+        return q + k, 0
+    return q * k, q * k
+
+
+def _homogeneous(values: frozenset) -> bool:
+    """All real numbers (not bool-mixed strings), or all strings: comparable by numpy."""
+    return all(isinstance(v, (int, float)) for v in values) or all(isinstance(v, str) for v in values)
 
 
 def _encoding(graph: nx.DiGraph, label: str) -> str:

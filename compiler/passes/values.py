@@ -13,6 +13,7 @@ then their union, a tighter sound set).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -48,6 +49,10 @@ def infer_values(graph: nx.DiGraph, vocab: Iterable[Any], max_seq_len: int) -> N
         else:
             value_set, nullable = _infer_node(graph, node, vocab_set, max_seq_len)
             node[g.BY_POSITION] = None
+        if len(value_set) > MAX_VALUE_SET_SIZE and node[g.KIND] in ELEMENTWISE_KINDS:
+            through_cone = _apply_cone(graph, node[g.EXPR], rasp.is_numerical(node[g.EXPR]))
+            if through_cone is not None:
+                (value_set, nullable), node[g.BY_POSITION] = through_cone, None
         if len(value_set) > MAX_VALUE_SET_SIZE:
             raise ValueInferenceError(
                 f"{label}: its value set has {len(value_set)} values, more than the limit of "
@@ -85,7 +90,7 @@ def _infer_node(
             and _all_numbers(fst[g.VALUE_SET] | snd[g.VALUE_SET])
         ):
             return _linear_combinations(expr, fst, snd, numerical)
-        return _apply_binary(expr, fst, snd, numerical)
+        return _apply_binary(graph, expr, fst, snd, numerical)
     if kind is g.NodeKind.AGGREGATE:
         sop = graph.nodes[expr.sop.label]
         may_be_empty = not _always_selects(graph, expr)
@@ -130,13 +135,18 @@ def _apply_unary(
     return _checked(expr, outputs, numerical), nullable
 
 
-def _apply_binary(expr: rasp.SOp, fst: dict, snd: dict, numerical: bool) -> tuple[set, bool]:
+def _apply_binary(
+    graph: nx.DiGraph, expr: rasp.SOp, fst: dict, snd: dict, numerical: bool
+) -> tuple[set, bool]:
     xs, ys = _sorted(fst[g.VALUE_SET]), _sorted(snd[g.VALUE_SET])
     if expr.fst.label == expr.snd.label:  # f(x, x): only the diagonal occurs
         outputs = {z for z in (_call(expr, expr.f, (x, x)) for x in xs)}
         nullable = fst[g.NULLABLE] or None in outputs
         return _checked(expr, outputs - {None}, numerical), nullable
     if len(xs) * len(ys) > MAX_VALUE_SET_SIZE:
+        through_cone = _apply_cone(graph, expr, numerical)
+        if through_cone is not None:
+            return through_cone
         raise ValueInferenceError(
             f"{expr.label}: combines {len(xs)} x {len(ys)} input values, more than the limit of "
             f"{MAX_VALUE_SET_SIZE} evaluations; reduce the inputs' value sets first (e.g. a Map "
@@ -152,6 +162,66 @@ def _apply_binary(expr: rasp.SOp, fst: dict, snd: dict, numerical: bool) -> tupl
             else:
                 outputs.add(z)
     return _checked(expr, outputs, numerical), nullable
+
+
+ELEMENTWISE_KINDS = (g.NodeKind.MAP, g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP)
+
+
+def elementwise_cone(graph: nx.DiGraph, label: str) -> tuple[tuple[str, ...], Callable]:
+    """`(sources, F)`: the s-ops a chain of elementwise operations ending at `label` starts from,
+    and the function computing `label`'s value from theirs at one position.
+
+    Every Map / SequenceMap above `label` is expanded into its inputs, down to the first s-ops
+    that are not elementwise (tokens, indices, Aggregates, ...); each source is listed once, so
+    an s-op read twice in the chain (e.g. `SequenceMap(Map(f, x), x)`) contributes one value, not
+    two independent ones. `F` propagates None as the evaluator does (an operation with a None
+    input gives None).
+    """
+    sources: dict[str, int] = {}
+
+    def build(name: str) -> Callable[[tuple], Any]:
+        node = graph.nodes[name]
+        if node[g.KIND] not in ELEMENTWISE_KINDS:
+            slot = sources.setdefault(name, len(sources))
+            return lambda values: values[slot]
+        expr = node[g.EXPR]
+        if node[g.KIND] is g.NodeKind.MAP:
+            inner, f = build(expr.inner.label), expr.f
+
+            def unary(values: tuple) -> Any:
+                x = inner(values)
+                return None if x is None else _call(expr, f, (x,))
+
+            return unary
+        first, second, f = build(expr.fst.label), build(expr.snd.label), expr.f
+
+        def binary(values: tuple) -> Any:
+            x, y = first(values), second(values)
+            return None if x is None or y is None else _call(expr, f, (x, y))
+
+        return binary
+
+    function = build(label)
+    return tuple(sources), function
+
+
+def _apply_cone(graph: nx.DiGraph, expr: rasp.SOp, numerical: bool) -> tuple[set, bool] | None:
+    """Values of an elementwise s-op enumerated over the sources of its elementwise cone.
+
+    Sound (the sources' value sets bound what they take together at one position) and never
+    looser than combining the direct inputs' sets; used when that direct combination is over
+    the limit, e.g. for tuple-packing chains that read one s-op twice (`make_nary_sequencemap`).
+    None (the caller refuses) when the sources' combinations are over the limit too.
+    """
+    sources, function = elementwise_cone(graph, expr.label)
+    choices = []
+    for source in sources:
+        node = graph.nodes[source]
+        choices.append(_sorted(node[g.VALUE_SET]) + ([None] if node[g.NULLABLE] else []))
+    if math.prod(len(c) for c in choices) > MAX_VALUE_SET_SIZE:
+        return None
+    outputs = {function(values) for values in itertools.product(*choices)}
+    return _checked(expr, outputs - {None}, numerical), None in outputs
 
 
 def _all_numbers(values: frozenset) -> bool:

@@ -13,6 +13,9 @@ exact 0 otherwise, with a margin of 1 against noise in either input. Its pre-act
 negative whenever either input is empty, including at BOS (both inputs zero, `one` = 1), so it
 satisfies the BOS-zero invariant without a BOS term.
 
+Blocks larger than `craft.maps.SPARSE_ABOVE` entries are built as scipy.sparse matrices (a
+lookup table has one entry per row): same weights, stored by their non-zeros.
+
 Deviation from docs/architecture.md: the single-input builders take an optional keyword
 `hidden_name` (default `"<output label>_hidden"`); the listed positional signature is unchanged.
 """
@@ -23,10 +26,11 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP
-from craft.maps import LinearMap
+from craft.maps import LinearMap, builds_sparse
 
 
 def _hidden_default(output_space: VectorSpaceWithBasis) -> str:
@@ -60,6 +64,16 @@ def _output_indices(output_space: VectorSpaceWithBasis, results: Sequence[Any]) 
     return out
 
 
+def _one_per_row(cols: np.ndarray, shape: tuple[int, int]) -> np.ndarray | sparse.csr_array:
+    """The 0/1 matrix with a 1 at (i, cols[i]) for every row whose cols[i] >= 0."""
+    rows = np.nonzero(cols >= 0)[0]
+    if builds_sparse(*shape):
+        return sparse.csr_array((np.ones(rows.size), (rows, cols[rows])), shape=shape)
+    matrix = np.zeros(shape)
+    matrix[rows, cols[rows]] = 1.0
+    return matrix
+
+
 def _numerical_outputs(results: Sequence[Any], what: str) -> np.ndarray:
     """Results as floats; None writes 0 (nothing)."""
     out = np.zeros(len(results))
@@ -78,12 +92,17 @@ def _lookup_hidden(
 ) -> LinearMap:
     """One hidden unit per input value: a copy, or thresholded at 1/2 when `one_space` is given."""
     hidden = VectorSpaceWithBasis(tuple(BasisDirection(hidden_name, d.value) for d in input_space.basis))
+    m = input_space.num_dims
+    big = builds_sparse(m, m)
     if one_space is None:
-        return LinearMap(input_space, hidden, np.eye(input_space.num_dims))
+        return LinearMap(input_space, hidden, sparse.identity(m, format="csr") if big else np.eye(m))
     if one_space.num_dims != 1:
         raise ValueError("one_space must have exactly one direction")
     reads = VectorSpaceWithBasis(input_space.basis + one_space.basis)
-    matrix = np.vstack([2.0 * np.eye(input_space.num_dims), -np.ones((1, input_space.num_dims))])
+    if big:
+        matrix = sparse.vstack([2.0 * sparse.identity(m, format="csr"), -np.ones((1, m))], format="csr")
+    else:
+        matrix = np.vstack([2.0 * np.eye(m), -np.ones((1, m))])
     return LinearMap(reads, hidden, matrix)
 
 
@@ -102,9 +121,7 @@ def map_categorical_mlp(
     first = _lookup_hidden(input_space, hidden_name or _hidden_default(output_space), one_space)
     results = [operation(d.value) for d in input_space.basis]
     cols = _output_indices(output_space, results)
-    second = np.zeros((input_space.num_dims, output_space.num_dims))
-    rows = np.nonzero(cols >= 0)[0]
-    second[rows, cols[rows]] = 1.0
+    second = _one_per_row(cols, (input_space.num_dims, output_space.num_dims))
     return MLP(first, LinearMap(first.output_space, output_space, second))
 
 
@@ -170,15 +187,18 @@ def sequence_map_categorical_mlp(
     )
     input_space = VectorSpaceWithBasis(input1_space.basis + input2_space.basis + one_space.basis)
     units = np.arange(len(pair))
-    first = np.zeros((n1 + n2 + 1, len(pair)))
-    first[pair // max(n2, 1), units] = 2.0
-    first[n1 + pair % max(n2, 1), units] = 2.0
-    first[n1 + n2, :] = -3.0
+    shape = (n1 + n2 + 1, len(pair))
+    rows = (pair // max(n2, 1), n1 + pair % max(n2, 1), np.full(pair.size, n1 + n2))
+    weights = (2.0, 2.0, -3.0)
+    if builds_sparse(*shape):
+        data = np.concatenate([np.full(pair.size, w) for w in weights])
+        first = sparse.csr_array((data, (np.concatenate(rows), np.tile(units, 3))), shape=shape)
+    else:
+        first = np.zeros(shape)
+        for row, weight in zip(rows, weights):
+            first[row, units] = weight
     if _is_numerical_space(output_space):
         second = _numerical_outputs(results, "sequence_map_categorical_mlp")[:, None]
     else:
-        cols = _output_indices(output_space, results)
-        second = np.zeros((len(pair), output_space.num_dims))
-        rows = np.nonzero(cols >= 0)[0]
-        second[rows, cols[rows]] = 1.0
+        second = _one_per_row(_output_indices(output_space, results), (len(pair), output_space.num_dims))
     return MLP(LinearMap(input_space, hidden, first), LinearMap(hidden, output_space, second))

@@ -197,8 +197,8 @@ def test_selector_as_program_is_rejected():
 
 
 def test_blocks_too_large_to_build_are_refused_with_their_size():
-    fst = rasp.Map(lambda t: t, rasp.tokens)
-    snd = rasp.Map(lambda t: t * 7, rasp.tokens)
-    program = rasp.SequenceMap(lambda x, y: x * 1000 + y, fst, snd).named("big")
-    (problem,) = _problems(program, vocab=set(range(80)), max_seq_len=3)
-    assert problem.startswith("big: its block needs a 6400 x 6400 weight matrix")
+    # A predicate without a fast path is called once per query/key value pair.
+    select = rasp.Select(rasp.tokens, rasp.tokens, lambda key, query: key < query)
+    program = rasp.SelectorWidth(select).named("big")
+    (problem,) = _problems(program, vocab=set(range(5000)), max_seq_len=3)
+    assert problem.startswith("big: its selector compares 25,000,000 query/key value pairs one by one")
