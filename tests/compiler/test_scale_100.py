@@ -16,7 +16,7 @@ from compiler.errors import ValueInferenceError
 from compiler.passes import graph as g
 from compiler.passes import values
 from compiler.passes.validate import validate
-from compiler_test_helpers import outputs_match, random_inputs
+from support import outputs_match, random_inputs
 from craft import maps as craft_maps
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.maps import FactoredBilinearMap
