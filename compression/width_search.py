@@ -106,10 +106,13 @@ def gd_start(init: str, d: int, structure: ResidualStructure | None, seed: int =
 
     * ``"orthogonal"``: the trainer's seeded orthonormal columns;
     * ``"packed"``: :func:`~compression.analytic.packed_projection` at ``d`` itself (narrowed codes
-      below its full-margin width); below the construction's smallest width, orthogonal;
+      below its full-margin width);
     * ``"packed_truncated"``: the packed projection at ``packed_exact`` (a width where it is exact,
-      default its full-margin width) cut down to its best rank-``d`` approximation
-      (:func:`truncated_projection`) — defined at every d, including below the protected count.
+      default its full-margin width) with its protected axes kept and its code columns cut to
+      their best rank-(d - p) approximation (:func:`truncated_projection`): the codes lose their
+      weakest shared directions instead of being rebuilt narrower.
+
+    Where the construction does not exist (d too small) the start is orthogonal and the name says so.
     """
     if init == "orthogonal":
         return None, init
@@ -117,12 +120,15 @@ def gd_start(init: str, d: int, structure: ResidualStructure | None, seed: int =
         raise ValueError(f"unknown init {init!r}; use one of {', '.join(GD_INITS)}")
     if structure is None:
         raise ValueError(f"init={init!r} needs the model's ResidualStructure")
+    p = len(structure.protected)
     if init == "packed":
         if d >= min_width(structure, "packed"):
             return packed_projection(structure, d, seed), init
         return None, "orthogonal (packed needs more width)"
+    if d <= p:
+        return None, "orthogonal (truncated packed needs more width)"
     source = packed_projection(structure, packed_exact or packed_width(structure, seed), seed)
-    return truncated_projection(source, d), init
+    return np.concatenate([source[:, :p], truncated_projection(source[:, p:], d - p)], axis=1), init
 
 
 def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: str = "orthogonal",

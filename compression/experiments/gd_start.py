@@ -9,7 +9,7 @@ as taking longer than the budget, so the median is a number only when most seeds
 Starts (``compression.width_search.gd_start``): ``orthogonal``; ``packed`` (the packed
 construction at d itself); ``packed_truncated`` (the exact packed W cut to its best rank-d
 approximation). Default widths: one and two below the packed projection's measured exact width,
-where the packed start is not yet exact.
+where the packed start is not yet exact, if the construction exists there.
 
 Writes ``gd_start_runs.csv`` (every run), ``gd_start.csv`` (the summary) and ``gd_start.json`` into
 ``--out``. Usage: ``python -m compression.experiments.gd_start --programs frac_prevs shift_by_1``
@@ -31,7 +31,7 @@ from compression.exactness import exactness_check
 from compression.structure import residual_structure
 from compression.width_search import GD_INITS, GDRun, analytic_exact_width, gd_run
 
-DEFAULT_PROGRAMS = ("frac_prevs", "shift_by_1", "count_less_freq", "detect_abc")
+DEFAULT_PROGRAMS = ("shift_by_1", "length", "count_less_freq", "detect_abc", "nary_sum_mod_4", "sort_unique", "reverse")
 
 
 def median_steps(runs: Sequence[GDRun]) -> float | None:
@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--below", nargs="+", type=int, default=[1, 2],
                         help="default widths: this far below the packed exact width (default: 1 2)")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per (d, start) (default: %(default)s)")
-    parser.add_argument("--inits", nargs="+", default=list(GD_INITS), choices=GD_INITS)
+    parser.add_argument("--inits", nargs="+", default=["orthogonal", "packed"], choices=GD_INITS,
+                        help="starts to compare (default: %(default)s)")
     args = parser.parse_args(argv)
     recipe = dataclasses.replace(gd_recipe_from_args(args), seeds=args.seeds)
     runs: list[dict[str, Any]] = []
@@ -75,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         structure = residual_structure(task.compiled)
         check = exactness_check(task, seed=args.seed)
         packed = analytic_exact_width(check, structure, "packed", args.seed) or structure.residual_dim
-        widths = args.widths or [packed - b for b in args.below if packed - b >= 1]
+        # by default only widths where the packed construction exists (else both starts are orthogonal)
+        widths = args.widths or [packed - b for b in args.below if packed - b >= min_width(structure, "packed")]
         for d in widths:
             for init in args.inits:
                 if init == "packed" and d < min_width(structure, "packed"):

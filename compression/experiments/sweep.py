@@ -156,7 +156,8 @@ def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
         check_every=args.chunk_size or (50 if quick else base.check_every),
         seeds=getattr(args, "gd_seeds", None) or (1 if quick else base.seeds),
         optimizer=dataclasses.replace(base.optimizer, lr_init=args.lr,
-                                      weight_decay=getattr(args, "weight_decay", None) or base.optimizer.weight_decay),
+                                      weight_decay=base.optimizer.weight_decay if getattr(args, "weight_decay", None) is None
+                                      else args.weight_decay),
         loss=base.loss, sampling=base.sampling)
 
 

@@ -35,6 +35,7 @@ def test_recipe_builds_the_trainer_config():
     assert config == TrainConfig(d=7, steps=600, batch_size=256, chunk_size=250, seed=3,
                                  optimizer=recipe.optimizer, loss=recipe.loss, sampling=recipe.sampling)
     assert recipe.optimizer.schedule == "warmup_cosine" and recipe.optimizer.lr_init == 1e-2
+    assert recipe.optimizer.weight_decay == 0.1
     assert GDRecipe(steps=100, check_every=250).train_config(5, 0).chunk_size == 100
     with pytest.raises(ValueError, match="seeds"):
         GDRecipe(seeds=0)
@@ -61,8 +62,13 @@ def test_gd_starts():
     assert name == "packed"
     assert gd_start("packed", 2, structure)[1] == "orthogonal (packed needs more width)"
     assert gd_start("orthogonal", 5, structure) == (None, "orthogonal")
-    w, name = gd_start("packed_truncated", 3, structure)
-    assert w.shape == (structure.residual_dim, 3) and name == "packed_truncated"
+    p = len(structure.protected)
+    w, name = gd_start("packed_truncated", p + 1, structure)
+    assert w.shape == (structure.residual_dim, p + 1) and name == "packed_truncated"
+    full_w = packed_projection(structure, full)
+    np.testing.assert_array_equal(w[:, :p], full_w[:, :p])  # protected axes kept
+    np.testing.assert_allclose(w[:, p:], truncated_projection(full_w[:, p:], 1), atol=1e-6)
+    assert gd_start("packed_truncated", p, structure)[1] == "orthogonal (truncated packed needs more width)"
     with pytest.raises(ValueError, match="unknown init"):
         gd_start("svd", 5, structure)
     with pytest.raises(ValueError, match="ResidualStructure"):
