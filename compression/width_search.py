@@ -1,10 +1,14 @@
 """The smallest residual width d at which each compression method is exact.
 
 Methods: the two analytic projections (``random``, ``packed``: exactness claimed by the bound and
-measured), PCA of the compiled activations, and gradient descent (the existing trainer) from an
-orthogonal start or from the packed projection. Measured widths come from a binary search over
-d, which assumes exactness is monotone in d (more room never hurts); the claimed width of an
-analytic method is the first d, scanning upwards, whose bound claims exactness.
+measured), PCA of the compiled activations, and gradient descent (the existing trainer, run as a
+:class:`~compression.config.GDRecipe`) from an orthogonal start or from the packed projection.
+
+Analytic and PCA widths come from a binary search over d (:func:`smallest_exact`), which assumes
+exactness is monotone in d; the claimed width of an analytic method is the first d, scanning
+upwards, whose bound claims exactness. GD is not monotone in d (a seed can fail at d + 1 and
+succeed at d), so its widths come from a downward scan (:func:`gd_width_scan`) that tries every
+width, several seeds each, and stops only after ``patience`` unreached widths in a row.
 """
 
 from __future__ import annotations

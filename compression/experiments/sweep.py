@@ -15,7 +15,8 @@ D, the protected coordinates p, and the smallest d at which each method is exact
 Analytic and PCA widths come from binary searches (their exactness grows with d). GD's does not
 always (a run at a larger d can fail where a smaller one succeeds), so GD widths come from a
 downward scan (``compression.width_search.gd_width_scan``): from D - 1 (orthogonal start) and
-from one below the packed exact width (packed start), one width at a time, stopping after
+from one below the packed exact width down to the packed construction's smallest width (packed
+start), one width at a time, stopping after
 ``--patience`` widths in a row that no seed made exact; the reported d is the smallest width any
 seed made exact, with the median steps it took, and ``*_tried`` gives the widths tried.
 
@@ -78,7 +79,8 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     """The table row, the GD runs and the accuracy curves of one program at one size.
 
     GD (when ``recipe`` is given) scans widths downwards (:func:`~compression.width_search.gd_width_scan`)
-    from D - 1 (orthogonal start) and from one below the packed exact width (packed start),
+    from D - 1 (orthogonal start) and from one below the packed exact width down to the packed
+construction's smallest width (packed start),
     stopping after ``patience`` widths in a row that no seed made exact. ``quick`` makes one
     scan step per start: orthogonal at the packed width, packed one below it.
     """
@@ -107,8 +109,10 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     if recipe is not None:
         packed_hi = row["packed_exact"] or big_d
         # orthogonal: every d below D (d = D is the square orthogonal start, exact before training);
-        # from packed: below the packed exact width (the packed start is exact there at step 0)
-        widths = {"gd": range(big_d - 1, 0, -1), "gd_packed": range(packed_hi - 1, 0, -1)}
+        # from packed: below the packed exact width (the packed start is exact there at step 0) down
+        # to the construction's smallest width (below it there is no packed start)
+        widths = {"gd": range(big_d - 1, 0, -1),
+                  "gd_packed": range(packed_hi - 1, min_width(structure, "packed") - 1, -1)}
         if quick:  # one training run per start: at the packed width, and one below it
             widths = {"gd": [packed_hi], "gd_packed": [packed_hi - 1]}
         for init, key in (("orthogonal", "gd"), (PACKED_START, "gd_packed")):
