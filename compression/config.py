@@ -14,11 +14,18 @@ LayerTarget = Literal["outputs", "residuals"]
 LayerReduction = Literal["sum", "mean"]
 InitMethod = Literal["orthogonal", "gaussian", "identity"]
 SamplingMode = Literal["auto", "random", "enumerate"]
+ScheduleKind = Literal["linear", "warmup_cosine"]
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-    """AdamW with a linear learning-rate decay followed by a constant tail (paper, appendix E)."""
+    """AdamW and its learning-rate schedule.
+
+    ``schedule="linear"`` (default, paper appendix E): ``lr_init`` decays linearly to ``lr_final``
+    over ``decay_fraction`` of the steps, constant after. ``"warmup_cosine"``: rises linearly from
+    0 to ``lr_init`` over ``warmup_fraction`` of the steps, then follows a cosine down to
+    ``lr_final`` at the last step (``decay_fraction`` unused).
+    """
 
     lr_init: float = 1e-3
     lr_final: float = 1e-6
@@ -27,6 +34,14 @@ class OptimizerConfig:
     b1: float = 0.9
     b2: float = 0.99
     eps: float = 1e-8
+    schedule: ScheduleKind = "linear"
+    warmup_fraction: float = 0.05  # "warmup_cosine" only
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("linear", "warmup_cosine"):
+            raise ValueError(f"unknown schedule {self.schedule!r}; use 'linear' or 'warmup_cosine'")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,3 +101,33 @@ class TrainConfig:
         data["loss"] = LossConfig(**data.get("loss", {}))
         data["sampling"] = SamplingConfig(**data.get("sampling", {}))
         return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True)
+class GDRecipe:
+    """How a width search trains W at each width: one :class:`TrainConfig` per (d, seed).
+
+    Each run is stopped at the first chunk boundary (every ``check_every`` steps) at which the
+    compressed model is exact on the whole exactness set, so ``steps`` is a budget, not a length;
+    the schedule still spans the whole budget. ``seeds`` runs are made per width (seeds
+    ``seed .. seed + seeds - 1``); a width counts as reached when one of them is exact.
+    """
+
+    steps: int = 6_000
+    batch_size: int = 256
+    check_every: int = 250
+    seeds: int = 2
+    # chosen by small measured runs (docs/compression.md, "A fair GD baseline")
+    optimizer: OptimizerConfig = OptimizerConfig(lr_init=1e-2, weight_decay=0.1, schedule="warmup_cosine")
+    loss: LossConfig = LossConfig()
+    sampling: SamplingConfig = SamplingConfig()
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1 or self.check_every < 1 or self.seeds < 1:
+            raise ValueError("steps, batch_size, check_every and seeds must all be >= 1")
+
+    def train_config(self, d: int, seed: int) -> TrainConfig:
+        """The trainer's config for one run at width ``d`` with ``seed``."""
+        return TrainConfig(d=d, steps=self.steps, batch_size=self.batch_size,
+                           chunk_size=min(self.check_every, self.steps), seed=seed,
+                           optimizer=self.optimizer, loss=self.loss, sampling=self.sampling)

@@ -132,18 +132,23 @@ def plot_accuracy_vs_width(
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False)
     for ax in axes.ravel()[len(names):]:
         ax.axis("off")
+    methods = list(dict.fromkeys(m for panel in panels.values() for m in panel))  # one colour each, everywhere
     for ax, name in zip(axes.ravel(), names):
         for method, points in panels[name].items():
             if points:
                 ds, accs = zip(*sorted(points))
-                ax.plot(ds, accs, marker="o", markersize=3, label=method)
+                ax.plot(ds, accs, marker="o", markersize=3, label=method, color=f"C{methods.index(method) % 10}")
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("d", fontsize=8)
         ax.set_ylabel("sequence accuracy", fontsize=8)
         ax.set_ylim(-0.05, 1.05)
         ax.tick_params(labelsize=7)
-    axes.ravel()[0].legend(fontsize=7)
+    handles = {}
+    for ax in axes.ravel():
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    axes.ravel()[0].legend(handles.values(), handles.keys(), fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)

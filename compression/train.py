@@ -163,6 +163,10 @@ class Compressor:
         if record is None:
             return fresh, []
         expected = self.record(record["step"])
+        try:  # fields added to the config records since the checkpoint was written take their defaults
+            record = {**record, "config": TrainConfig.from_dict(record["config"]).to_dict()}
+        except (TypeError, KeyError, ValueError, AttributeError):
+            pass  # not a readable config: the comparison below refuses it
         for field in ("config", "residual_labels", "space"):
             if record.get(field) != expected[field]:
                 raise ValueError(f"checkpoint in {directory} was written for a different {field}; "

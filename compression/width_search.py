@@ -1,24 +1,30 @@
 """The smallest residual width d at which each compression method is exact.
 
 Methods: the two analytic projections (``random``, ``packed``: exactness claimed by the bound and
-measured), PCA of the compiled activations, and gradient descent (the existing trainer) from an
-orthogonal start or from the packed projection. Measured widths come from a binary search over
-d, which assumes exactness is monotone in d (more room never hurts); the claimed width of an
-analytic method is the first d, scanning upwards, whose bound claims exactness.
+measured), PCA of the compiled activations, and gradient descent (the existing trainer, run as a
+:class:`~compression.config.GDRecipe`) from an orthogonal start or from the packed projection.
+
+Analytic and PCA widths come from a binary search over d (:func:`smallest_exact`), which assumes
+exactness is monotone in d; the claimed width of an analytic method is the first d, scanning
+upwards, whose bound claims exactness. GD is not monotone in d (a seed can fail at d + 1 and
+succeed at d), so its widths come from a downward scan (:func:`gd_width_scan`) that tries every
+width, several seeds each, and stops only after ``patience`` unreached widths in a row.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from typing import Callable, Literal, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
 from compression.analysis import pca_baseline
-from compression.analytic import Method, interference_bound, min_width, packed_projection, projection
-from compression.config import OptimizerConfig, TrainConfig
+from compression.analytic import (
+    Method, interference_bound, min_width, packed_projection, packed_width, projection,
+)
+from compression.config import GDRecipe
 from compression.exactness import ExactnessCheck
 from compression.losses import position_mask
 from compression.structure import ResidualStructure
@@ -68,12 +74,17 @@ def pca_exact_width(check: ExactnessCheck) -> int | None:
     return smallest_exact(lambda d: check.is_exact(pca_projection(check, d)), 1, check.task.model.residual_dim)
 
 
+GDInit = Literal["orthogonal", "packed", "packed_truncated"]
+GD_INITS: tuple[str, ...] = ("orthogonal", "packed", "packed_truncated")
+
+
 @dataclasses.dataclass(frozen=True)
 class GDRun:
     """One gradient-descent run at width ``d``, stopped as soon as it is exact."""
 
     d: int
-    init: str  # "orthogonal" or "packed"
+    init: str  # see :func:`gd_start`
+    seed: int
     exact: bool
     steps_to_exact: int | None
     steps: int  # steps run
@@ -82,31 +93,59 @@ class GDRun:
     sequence_accuracy: float  # of the final W on the check's inputs
 
 
-def gd_run(check: ExactnessCheck, d: int, steps: int, init: str = "orthogonal", structure: ResidualStructure | None = None,
-           seed: int = 0, chunk: int = 250, lr: float = 1e-2, batch_size: int = 256,
-           weight_decay: float = 0.0) -> GDRun:
-    """Train W at width ``d`` for up to ``steps`` steps, checking exactness after every chunk.
+def truncated_projection(w: np.ndarray, d: int) -> np.ndarray:
+    """The best rank-``d`` approximation of ``W Wᵀ`` as a ``[D, d]`` W: the rows of ``w``
+    projected onto its top ``d`` right singular directions (``w`` itself when it has <= d columns,
+    padded with zero columns)."""
+    w = np.asarray(w, np.float64)
+    if w.shape[1] <= d:
+        return np.pad(w, ((0, 0), (0, d - w.shape[1]))).astype(np.float32)
+    _, _, vt = np.linalg.svd(w, full_matrices=False)
+    return (w @ vt[:d].T).astype(np.float32)
 
-    ``init="packed"`` starts from :func:`~compression.analytic.packed_projection` (needs
-    ``structure``; below its smallest width it falls back to orthogonal and says so in ``init``).
+
+def gd_start(init: str, d: int, structure: ResidualStructure | None, seed: int = 0,
+             packed_exact: int | None = None) -> tuple[np.ndarray | None, str]:
+    """The initial W of a GD run and the name of what it is (None: the trainer's orthogonal init).
+
+    * ``"orthogonal"``: the trainer's seeded orthonormal columns;
+    * ``"packed"``: :func:`~compression.analytic.packed_projection` at ``d`` itself (narrowed codes
+      below its full-margin width);
+    * ``"packed_truncated"``: the packed projection at ``packed_exact`` (a width where it is exact,
+      default its full-margin width) with its protected axes kept and its code columns cut to
+      their best rank-(d - p) approximation (:func:`truncated_projection`): the codes lose their
+      weakest shared directions instead of being rebuilt narrower.
+
+    Where the construction does not exist (d too small) the start is orthogonal and the name says so.
     """
-    task = check.task
-    initial = None
+    if init == "orthogonal":
+        return None, init
+    if init not in GD_INITS:
+        raise ValueError(f"unknown init {init!r}; use one of {', '.join(GD_INITS)}")
+    if structure is None:
+        raise ValueError(f"init={init!r} needs the model's ResidualStructure")
+    p = len(structure.protected)
     if init == "packed":
-        if structure is None:
-            raise ValueError("init='packed' needs the model's ResidualStructure")
         if d >= min_width(structure, "packed"):
-            initial = packed_projection(structure, d, seed)
-        else:
-            init = "orthogonal (packed needs more width)"
-    elif init != "orthogonal":
-        raise ValueError(f"unknown init {init!r}; use 'orthogonal' or 'packed'")
-    config = TrainConfig(d=d, steps=steps, batch_size=batch_size, chunk_size=min(chunk, steps), seed=seed,
-                         optimizer=OptimizerConfig(lr_init=lr, weight_decay=weight_decay))
-    compressor = Compressor(task.model, task.space, config, initial_projection=initial)
+            return packed_projection(structure, d, seed), init
+        return None, "orthogonal (packed needs more width)"
+    if d <= p:
+        return None, "orthogonal (truncated packed needs more width)"
+    source = packed_projection(structure, packed_exact or packed_width(structure, seed), seed)
+    return np.concatenate([source[:, :p], truncated_projection(source[:, p:], d - p)], axis=1), init
+
+
+def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: str = "orthogonal",
+           structure: ResidualStructure | None = None, seed: int = 0, packed_exact: int | None = None) -> GDRun:
+    """Train W at width ``d`` with ``recipe`` and ``seed``, checking exactness every
+    ``recipe.check_every`` steps and stopping at the first exact check (see :func:`gd_start`
+    for ``init``)."""
+    task = check.task
+    initial, init = gd_start(init, d, structure, seed, packed_exact)
+    compressor = Compressor(task.model, task.space, recipe.train_config(d, seed), initial_projection=initial)
     start_w = np.asarray(compressor.init_state().projection)
     if check.is_exact(start_w):
-        return GDRun(d, init, True, 0, 0, 0.0, float("nan"), 1.0)
+        return GDRun(d, init, seed, True, 0, 0, 0.0, float("nan"), 1.0)
     marks: list[tuple[int, float]] = []  # (step, training seconds so far) after each chunk
     found: list[int] = []
     evaluating = [0.0]
@@ -129,17 +168,66 @@ def gd_run(check: ExactnessCheck, d: int, steps: int, init: str = "orthogonal", 
         (s0, t0), (s1, t1) = marks[0], marks[-1]
         rate = (s1 - s0) / max(t1 - t0, 1e-9)
     final = 1.0 if found else check.sequence_accuracy(result.projection)
-    return GDRun(d, init, bool(found), found[0] if found else None, result.steps_done, wall, rate, final)
+    return GDRun(d, init, seed, bool(found), found[0] if found else None, result.steps_done, wall, rate, final)
 
 
-def gd_exact_width(check: ExactnessCheck, steps: int, hi: int, init: str = "orthogonal",
-                   structure: ResidualStructure | None = None, seed: int = 0,
-                   runs: list[GDRun] | None = None, lo: int = 1) -> int | None:
-    """Smallest d in ``[lo, hi]`` where GD reaches exactness within ``steps`` (every run appended to ``runs``)."""
-    def exact(d: int) -> bool:
-        run = gd_run(check, d, steps, init, structure, seed)
-        if runs is not None:
+def scan_down(widths: Sequence[int], reaches: Callable[[int], bool], patience: int = 2) -> tuple[list[int], list[int]]:
+    """Try ``widths`` in the given order (largest first) and stop after ``patience`` consecutive
+    widths that are not reached; returns (widths tried, widths reached).
+
+    Unlike a binary search this assumes nothing about monotonicity: every width reported as
+    reached was tried and reached, and a failure only ends the scan after ``patience`` in a row.
+    """
+    if patience < 1:
+        raise ValueError(f"patience must be >= 1, got {patience}")
+    tried, reached, misses = [], [], 0
+    for d in widths:
+        tried.append(d)
+        if reaches(d):
+            reached.append(d)
+            misses = 0
+        else:
+            misses += 1
+            if misses >= patience:
+                break
+    return tried, reached
+
+
+@dataclasses.dataclass(frozen=True)
+class GDScan:
+    """A downward scan of GD over widths: what was tried, what was reached, every run."""
+
+    init: str
+    tried: tuple[int, ...]
+    reached: tuple[int, ...]  # widths where at least one seed became exact within the budget
+    runs: tuple[GDRun, ...]
+
+    @property
+    def smallest(self) -> int | None:
+        """The smallest width reached (None: none of the tried widths)."""
+        return min(self.reached) if self.reached else None
+
+    def median_steps_to_exact(self, d: int) -> float | None:
+        """Median steps to exactness over the seeds that reached width ``d``."""
+        steps = [r.steps_to_exact for r in self.runs if r.d == d and r.exact]
+        return float(np.median(steps)) if steps else None
+
+
+def gd_width_scan(check: ExactnessCheck, widths: Sequence[int], recipe: GDRecipe = GDRecipe(),
+                  init: str = "orthogonal", structure: ResidualStructure | None = None, seed: int = 0,
+                  patience: int = 2, packed_exact: int | None = None) -> GDScan:
+    """Scan ``widths`` downwards (:func:`scan_down`): at each width run seeds ``seed ..
+    seed + recipe.seeds - 1`` until one is exact; a width is reached when one is."""
+    runs: list[GDRun] = []
+
+    def reaches(d: int) -> bool:
+        for k in range(recipe.seeds):
+            run = gd_run(check, d, recipe, init, structure, seed + k, packed_exact)
             runs.append(run)
-        return run.exact
+            if run.exact:
+                return True
+        return False
 
-    return smallest_exact(exact, lo, hi)
+    tried, reached = scan_down(sorted(widths, reverse=True), reaches, patience)
+    label = runs[0].init if runs else init
+    return GDScan(label, tuple(tried), tuple(reached), tuple(runs))

@@ -7,22 +7,31 @@ D, the protected coordinates p, and the smallest d at which each method is exact
 * ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic`), the d their
   bound claims and the d measured;
 * ``pca``: the uncentred PCA of the compiled activations;
-* ``gd`` / ``gd_packed``: the trainer from an orthogonal start (searched over 1..D) / from the
-  packed projection (searched between the packed projection's smallest width and its measured
-  exact width: it starts exact there), a fixed step budget per run (``--steps``, default 1,500,
-  lr 1e-2, no weight decay), stopped once exact; only at the sizes in ``--gd-sizes``.
+* ``gd`` / ``gd_packed``: the trainer (:class:`~compression.config.GDRecipe`: ``--steps`` budget
+  per run, AdamW with warmup + cosine, checked for exactness every ``check_every`` steps and
+  stopped once exact, ``--gd-seeds`` seeds per width) from an orthogonal start / from the packed
+  projection; only at the sizes in ``--gd-sizes``.
 
-Measured widths come from binary searches (``compression.width_search``). Writes ``sweep.csv``
-(the table), ``sweep_gd_runs.csv`` (every GD run: d, init, steps to exactness, steps/s),
-``sweep_curves.csv`` and ``sweep_accuracy.png`` (sequence accuracy vs d per method and program)
-and ``sweep.json`` into ``--out``; prints the table. Runs unchanged on CPU or GPU (JAX's default
-backend).
+Analytic and PCA widths come from binary searches (their exactness grows with d). GD's does not
+always (a run at a larger d can fail where a smaller one succeeds), so GD widths come from a
+downward scan (``compression.width_search.gd_width_scan``): from D - 1 (orthogonal start) and
+from one below the packed exact width down to the packed construction's smallest width (packed
+start), one width at a time, stopping after
+``--patience`` widths in a row that no seed made exact; the reported d is the smallest width any
+seed made exact, with the median steps it took, and ``*_tried`` gives the widths tried.
+
+Writes ``sweep.csv`` (the table), ``sweep_gd_runs.csv`` (every GD run: d, init, seed, steps to
+exactness, steps/s), ``sweep_curves.csv`` and ``sweep_accuracy.png`` (sequence accuracy vs d per
+method and program; for GD the best seed at each width tried) and ``sweep.json`` into ``--out``;
+prints the table. Runs unchanged on CPU or GPU (JAX's default backend).
 
 Usage: ``python -m compression.experiments.sweep [--quick] [--programs length sort] [--sizes 5 10]``
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -33,17 +42,21 @@ import numpy as np
 from compiler.cli.examples import EXAMPLES
 from compression import plots
 from compression.analytic import min_width, packed_width, projection
+from compression.config import GDRecipe
 from compression.experiments.common import base_parser, environment, write_csv, write_json
 from compression.exactness import exactness_check
 from compression.structure import residual_structure
 from compression.task import CompressionTask, make_task
 from compression.width_search import (
-    GDRun, analytic_exact_width, claimed_width, gd_exact_width, pca_exact_width, pca_projection,
+    GDRun, analytic_exact_width, claimed_width, gd_width_scan, pca_exact_width, pca_projection,
 )
 
 # Programs whose inputs must not repeat a token (their RASP semantics assume distinct keys).
 UNIQUE_TOKENS = frozenset({"sort_unique"})
-DEFAULT_STEPS, QUICK_STEPS = 1_500, 100
+DEFAULT_STEPS, QUICK_STEPS = GDRecipe().steps, 100
+DEFAULT_PATIENCE = 2
+# the start GD from packed uses (see compression.experiments.gd_start for the comparison)
+PACKED_START = "packed"
 QUICK_PROGRAMS, QUICK_SIZES = ("length",), (3,)
 CURVE_POINTS = 6
 
@@ -60,12 +73,16 @@ def _grid(lo: int, hi: int, points: int) -> list[int]:
     return sorted({int(round(v)) for v in np.linspace(lo, hi, points)}) if lo <= hi else []
 
 
-def sweep_program(name: str, size: int, gd_steps: int | None, seed: int = 0, curve_points: int = CURVE_POINTS,
-                  quick: bool = False) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
+def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, curve_points: int = CURVE_POINTS,
+                  quick: bool = False, patience: int = DEFAULT_PATIENCE,
+                  ) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
     """The table row, the GD runs and the accuracy curves of one program at one size.
 
-    ``quick`` runs GD from the orthogonal start only at the packed width, and from the packed start
-    only there and one below.
+    GD (when ``recipe`` is given) scans widths downwards (:func:`~compression.width_search.gd_width_scan`)
+    from D - 1 (orthogonal start) and from one below the packed exact width down to the packed
+construction's smallest width (packed start),
+    stopping after ``patience`` widths in a row that no seed made exact. ``quick`` makes one
+    scan step per start: orthogonal at the packed width, packed one below it.
     """
     start = time.perf_counter()
     task = program_task(name, size)
@@ -87,20 +104,31 @@ def sweep_program(name: str, size: int, gd_steps: int | None, seed: int = 0, cur
     row["pca_exact"] = pca_exact_width(check)
     curves["pca"] = [(d, check.sequence_accuracy(pca_projection(check, d))) for d in _grid(1, big_d, curve_points)]
     runs: list[GDRun] = []
-    row["gd_exact"] = row["gd_packed_exact"] = None  # not run
-    if gd_steps:
-        # From the packed start GD is exact at step 0 wherever packed is, and below the packed
-        # minimum width it would start orthogonal: search only in between.
+    for key in ("gd", "gd_packed"):
+        row[f"{key}_exact"] = row[f"{key}_steps"] = row[f"{key}_tried"] = None  # not run
+    if recipe is not None:
         packed_hi = row["packed_exact"] or big_d
-        ranges = {"gd": (1, big_d), "gd_packed": (min_width(structure, "packed"), packed_hi)}
+        # orthogonal: every d below D (d = D is the square orthogonal start, exact before training);
+        # from packed: below the packed exact width (the packed start is exact there at step 0) down
+        # to the construction's smallest width (below it there is no packed start)
+        widths = {"gd": range(big_d - 1, 0, -1),
+                  "gd_packed": range(packed_hi - 1, min_width(structure, "packed") - 1, -1)}
         if quick:  # one training run per start: at the packed width, and one below it
-            ranges = {"gd": (packed_hi, packed_hi), "gd_packed": (max(packed_hi - 1, ranges["gd_packed"][0]), packed_hi)}
-        for init, key in (("orthogonal", "gd"), ("packed", "gd_packed")):
-            mine: list[GDRun] = []
-            lo, hi = ranges[key]
-            row[f"{key}_exact"] = gd_exact_width(check, gd_steps, hi, init, structure, seed, mine, lo=lo)
-            curves[key] = [(r.d, r.sequence_accuracy) for r in mine]
-            runs.extend(mine)
+            widths = {"gd": [packed_hi], "gd_packed": [packed_hi - 1]}
+        for init, key in (("orthogonal", "gd"), (PACKED_START, "gd_packed")):
+            scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience, packed_exact=packed_hi)
+            smallest = scan.smallest
+            if key == "gd_packed" and (smallest is None or smallest > packed_hi):
+                smallest = packed_hi if row["packed_exact"] else None
+            row[f"{key}_exact"] = smallest
+            row[f"{key}_steps"] = (0.0 if key == "gd_packed" and smallest == packed_hi
+                                   else scan.median_steps_to_exact(smallest) if smallest else None)
+            row[f"{key}_tried"] = f"{min(scan.tried)}-{max(scan.tried)}" if scan.tried else None
+            best = {}
+            for r in scan.runs:  # the best accuracy any seed reached at each width
+                best[r.d] = max(best.get(r.d, 0.0), r.sequence_accuracy)
+            curves[key] = sorted(best.items())
+            runs.extend(scan.runs)
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row, runs, curves
 
@@ -108,16 +136,36 @@ def sweep_program(name: str, size: int, gd_steps: int | None, seed: int = 0, cur
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The table as GitHub markdown (``-`` where a method is not exact up to D or was not run)."""
     columns = ["program", "size", "D", "protected", "random_claimed", "random_exact", "packed_claimed",
-               "packed_exact", "gd_exact", "gd_packed_exact", "pca_exact"]
-    header = ["program", "n", "D", "p", "random (bound)", "random", "packed (bound)", "packed", "GD",
-              "GD from packed", "PCA"]
-    cell = lambda v: "-" if v is None else str(v)  # noqa: E731
+               "packed_exact", "gd_exact", "gd_steps", "gd_packed_exact", "gd_packed_steps", "pca_exact"]
+    header = ["program", "n", "D", "p", "random (bound)", "random", "packed (bound)", "packed", "GD", "GD steps",
+              "GD from packed", "steps", "PCA"]
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return "-"
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, steps: int,
+def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
+    """The GD recipe of an experiment run: :class:`GDRecipe` defaults with the command line's
+    steps, learning rate, weight decay, batch, check interval and seeds."""
+    base = GDRecipe()
+    quick = getattr(args, "quick", False)
+    return GDRecipe(
+        steps=args.steps or (QUICK_STEPS if quick else base.steps), batch_size=args.batch_size,
+        check_every=args.chunk_size or (50 if quick else base.check_every),
+        seeds=getattr(args, "gd_seeds", None) or (1 if quick else base.seeds),
+        optimizer=dataclasses.replace(base.optimizer, lr_init=args.lr,
+                                      weight_decay=base.optimizer.weight_decay if getattr(args, "weight_decay", None) is None
+                                      else args.weight_decay),
+        loss=base.loss, sampling=base.sampling)
+
+
+def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, recipe: GDRecipe,
                   gd_sizes: set[int]) -> list[float]:
     """Write the table, GD runs, curves, plot and summary so far; returns the GD steps/s seen."""
     write_csv(out / "sweep.csv", rows)
@@ -126,8 +174,9 @@ def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, s
                                          for p, methods in panels.items() for m, pts in methods.items() for d, a in pts])
     plots.plot_accuracy_vs_width(panels, out / "sweep_accuracy.png", "exactness vs residual width d")
     rates = [r["steps_per_s"] for r in runs if np.isfinite(r["steps_per_s"])]
-    write_json(out / "sweep.json", {"environment": environment(), "gd_steps": steps, "gd_sizes": sorted(gd_sizes),
-                                    "rows": rows, "gd_steps_per_s_median": float(np.median(rates)) if rates else None})
+    write_json(out / "sweep.json", {"environment": environment(), "gd_recipe": dataclasses.asdict(recipe),
+                                    "gd_sizes": sorted(gd_sizes), "rows": rows,
+                                    "gd_steps_per_s_median": float(np.median(rates)) if rates else None})
     return rates
 
 
@@ -138,23 +187,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gd-sizes", nargs="*", type=int, default=None,
                         help="sizes at which GD runs (default: the smallest size); empty: no GD")
     parser.add_argument("--gd-programs", nargs="*", default=None, help="programs for GD (default: all swept)")
+    parser.add_argument("--gd-seeds", type=int, default=None,
+                        help=f"GD seeds tried per width (default: {GDRecipe().seeds}; quick: 1)")
+    parser.add_argument("--weight-decay", type=float, default=None,
+                        help=f"AdamW weight decay of GD (default: {GDRecipe().optimizer.weight_decay})")
+    parser.add_argument("--patience", type=int, default=None,
+                        help=f"GD scans stop after this many unreached widths in a row (default: {DEFAULT_PATIENCE})")
     args = parser.parse_args(argv)
     programs = args.programs or (list(QUICK_PROGRAMS) if args.quick else list(EXAMPLES))
     sizes = args.sizes or (list(QUICK_SIZES) if args.quick else [5, 10])
     gd_sizes = set(args.gd_sizes if args.gd_sizes is not None else [min(sizes)])
     gd_programs = set(args.gd_programs if args.gd_programs is not None else programs)
-    steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)
+    recipe = gd_recipe_from_args(args)
+    patience = args.patience or (1 if args.quick else DEFAULT_PATIENCE)
     points = 3 if args.quick else CURVE_POINTS
     rows, all_runs, panels, rates = [], [], {}, []
     for size in sizes:
         for name in programs:
-            gd = steps if size in gd_sizes and name in gd_programs else None
-            row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick)
+            gd = recipe if size in gd_sizes and name in gd_programs else None
+            row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick, patience)
             rows.append(row)
-            all_runs += [{"program": name, "size": size, **r.__dict__} for r in runs]
+            all_runs += [{"program": name, "size": size, **dataclasses.asdict(r)} for r in runs]
             panels[f"{name} {size}/{size} (D={row['D']})"] = curves
             print(format_table([row]).splitlines()[-1], flush=True)
-            rates = write_outputs(args.out, rows, all_runs, panels, steps, gd_sizes)  # after each program
+            rates = write_outputs(args.out, rows, all_runs, panels, recipe, gd_sizes)  # after each program
     print(format_table(rows))
     if rates:
         print(f"GD steps/s (median over {len(rates)} runs, {environment()['backend']}): {np.median(rates):.0f}")

@@ -111,3 +111,17 @@ def test_learning_rate_decays_linearly_over_first_half_then_stays():
     assert float(schedule(250)) == pytest.approx((1e-3 + 1e-6) / 2, rel=1e-5)
     assert float(schedule(500)) == pytest.approx(1e-6)
     assert float(schedule(999)) == pytest.approx(1e-6)
+
+
+def test_warmup_cosine_schedule_rises_then_follows_a_cosine():
+    config = OptimizerConfig(lr_init=1e-2, lr_final=1e-6, schedule="warmup_cosine", warmup_fraction=0.1)
+    schedule = learning_rate_schedule(config, total_steps=1000)
+    assert float(schedule(0)) == 0.0
+    assert float(schedule(50)) == pytest.approx(5e-3, rel=1e-5)  # halfway up the warmup
+    assert float(schedule(100)) == pytest.approx(1e-2, rel=1e-5)  # peak
+    assert float(schedule(550)) == pytest.approx((1e-2 + 1e-6) / 2, rel=1e-4)  # cosine midpoint
+    assert float(schedule(1000)) == pytest.approx(1e-6, rel=1e-4)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        OptimizerConfig(schedule="step")
+    with pytest.raises(ValueError, match="warmup_fraction"):
+        OptimizerConfig(warmup_fraction=1.0)

@@ -84,3 +84,18 @@ def test_batch_must_split_across_devices():
     if parallel.num_devices > 1:
         with pytest.raises(ValueError, match="divisible"):
             parallel.check_batch(parallel.num_devices + 1)
+
+
+def test_checkpoint_written_before_new_config_fields_still_resumes(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    reference = _train()
+    _train(checkpoint_dir=tmp_path, max_chunks=2, checkpoint_every=1)
+    path = tmp_path / checkpoint.CHECKPOINT_FILE
+    record = checkpoint.read_record(tmp_path)
+    for field in ("schedule", "warmup_fraction"):  # as an older version wrote it
+        del record["config"]["optimizer"][field]
+    save_file(load_file(str(path)), str(path), metadata={"record": json.dumps(record)})
+    assert "schedule" not in checkpoint.read_record(tmp_path)["config"]["optimizer"]
+    resumed = _train(checkpoint_dir=tmp_path)
+    np.testing.assert_array_equal(resumed.projection, reference.projection)

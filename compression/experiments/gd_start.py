@@ -1,0 +1,102 @@
+"""Does GD reach exactness sooner from the analytic packed W than from an orthogonal start?
+
+For each program (n tokens, length n) and each width d, trains W with the sweep's GD recipe
+(:class:`~compression.config.GDRecipe`) from every start in ``--inits`` over ``--seeds`` seeds, each
+run stopped at its first exact check, and reports per (program, d, start): how many seeds became
+exact within the budget and the median steps to exactness (a run that never became exact counts
+as taking longer than the budget, so the median is a number only when most seeds got there).
+
+Starts (``compression.width_search.gd_start``): ``orthogonal``; ``packed`` (the packed
+construction at d itself); ``packed_truncated`` (the exact packed W cut to its best rank-d
+approximation). Default widths: one and two below the packed projection's measured exact width,
+where the packed start is not yet exact, if the construction exists there.
+
+Writes ``gd_start_runs.csv`` (every run), ``gd_start.csv`` (the summary) and ``gd_start.json`` into
+``--out``. Usage: ``python -m compression.experiments.gd_start --programs frac_prevs shift_by_1``
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from compression.analytic import min_width
+from compression.experiments.common import base_parser, environment, write_csv, write_json
+from compression.experiments.sweep import gd_recipe_from_args, program_task
+from compression.exactness import exactness_check
+from compression.structure import residual_structure
+from compression.width_search import GD_INITS, GDRun, analytic_exact_width, gd_run
+
+DEFAULT_PROGRAMS = ("shift_by_1", "length", "count_less_freq", "detect_abc", "nary_sum_mod_4", "sort_unique", "reverse")
+
+
+def median_steps(runs: Sequence[GDRun]) -> float | None:
+    """Median steps to exactness, a run that never got there counting as infinitely long
+    (None when that median is infinite, i.e. at most half the runs got there)."""
+    steps = sorted(r.steps_to_exact if r.exact else np.inf for r in runs)
+    value = float(np.median(steps)) if steps else np.inf
+    return value if np.isfinite(value) else None
+
+
+def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (program, size, d, init): seeds exact, median steps to exactness, best accuracy."""
+    keys = sorted({(r["program"], r["size"], r["d"], r["requested_init"]) for r in runs},
+                  key=lambda k: (k[0], k[1], -k[2], GD_INITS.index(k[3])))
+    rows = []
+    for key in keys:
+        mine = [r for r in runs if (r["program"], r["size"], r["d"], r["requested_init"]) == key]
+        as_runs = [GDRun(**{f.name: r[f.name] for f in dataclasses.fields(GDRun)}) for r in mine]
+        rows.append({"program": key[0], "size": key[1], "d": key[2], "init": key[3],
+                     "seeds": len(mine), "exact": sum(r.exact for r in as_runs),
+                     "median_steps_to_exact": median_steps(as_runs),
+                     "median_accuracy": float(np.median([r.sequence_accuracy for r in as_runs]))})
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = base_parser("gd_start", __doc__.splitlines()[0])
+    parser.add_argument("--programs", nargs="+", default=list(DEFAULT_PROGRAMS))
+    parser.add_argument("--size", type=int, default=5, help="n tokens, length n (default: %(default)s)")
+    parser.add_argument("--widths", nargs="*", type=int, default=None,
+                        help="widths d (default: packed exact width - 1 and - 2)")
+    parser.add_argument("--below", nargs="+", type=int, default=[1, 2],
+                        help="default widths: this far below the packed exact width (default: 1 2)")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per (d, start) (default: %(default)s)")
+    parser.add_argument("--inits", nargs="+", default=["orthogonal", "packed"], choices=GD_INITS,
+                        help="starts to compare (default: %(default)s)")
+    args = parser.parse_args(argv)
+    recipe = dataclasses.replace(gd_recipe_from_args(args), seeds=args.seeds)
+    runs: list[dict[str, Any]] = []
+    for name in args.programs:
+        task = program_task(name, args.size)
+        structure = residual_structure(task.compiled)
+        check = exactness_check(task, seed=args.seed)
+        packed = analytic_exact_width(check, structure, "packed", args.seed) or structure.residual_dim
+        # by default only widths where the packed construction exists (else both starts are orthogonal)
+        widths = args.widths or [packed - b for b in args.below if packed - b >= min_width(structure, "packed")]
+        for d in widths:
+            for init in args.inits:
+                if init == "packed" and d < min_width(structure, "packed"):
+                    continue  # the construction does not exist there (it would be the orthogonal start)
+                for k in range(args.seeds):
+                    run = gd_run(check, d, recipe, init, structure, args.seed + k, packed_exact=packed)
+                    runs.append({"program": name, "size": args.size, "packed_exact": packed, "requested_init": init,
+                                 **dataclasses.asdict(run)})
+                    print(f"{name} d={d} {init} seed={args.seed + k}: exact={run.exact} "
+                          f"steps={run.steps_to_exact} acc={run.sequence_accuracy:.3f}", flush=True)
+                write_csv(args.out / "gd_start_runs.csv", runs)
+        rows = summarise(runs)
+        write_csv(args.out / "gd_start.csv", rows)
+        write_json(args.out / "gd_start.json", {"environment": environment(), "recipe": dataclasses.asdict(recipe),
+                                                "rows": rows})
+    for row in summarise(runs):
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
