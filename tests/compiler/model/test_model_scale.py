@@ -93,5 +93,5 @@ def test_outputs_written_to_repeated_coordinates_add_up():
     matrix = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
     spec, param = SparseLinear.from_matrix(matrix, out_idx=(4, 1, 4))
     x = np.array([[1.0, 2.0]], dtype=np.float32)
-    got = np.asarray(spec(jnp.asarray(param), jnp.asarray(x), 6))
+    got = np.asarray(apply_linear(spec, jnp.asarray(param), jnp.asarray(x), 6))
     np.testing.assert_array_equal(got, [[0.0, 12.0, 0.0, 0.0, 9.0 + 15.0, 0.0]])
