@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from craft.numerics import softmax
+
 
 def code_overlap(code: np.ndarray, one_sided: bool) -> float:
     """Largest ``<w_i, w_j>`` (``one_sided``) or ``|<w_i, w_j>|`` over ``i != j``; -inf for n < 2."""
@@ -45,9 +47,7 @@ def exclusive_code(n: int, k: int, one_sided: bool, seed: int = 0, iterations: i
         gram = w @ w.T
         target = gram if one_sided else np.abs(gram)
         beta = 10.0 + 90.0 * step / iterations  # soft max sharpens as it converges
-        logits = np.where(mask, beta * target, -np.inf)
-        weights = np.exp(logits - logits[mask].max())
-        weights /= weights.sum()
+        weights = softmax((beta * target).ravel(), where=mask.ravel()).reshape(n, n)  # over all pairs
         signed = weights if one_sided else weights * np.sign(gram)
         grad = (signed + signed.T) @ w
         w = w - 0.05 * grad / (np.abs(grad).max() + 1e-12)
