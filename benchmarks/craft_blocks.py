@@ -17,8 +17,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-
 from craft.bases import BasisDirection, VectorSpaceWithBasis  # noqa: E402
 from craft.blocks import MLP, AttentionHead  # noqa: E402
 from craft.chamber.categorical_attn import attention_head, categorical_value_map, selector_qk  # noqa: E402

@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Callable
-from typing import Any
 
 import networkx as nx
 import numpy as np

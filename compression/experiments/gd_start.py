@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
