@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 
 from compiler import CompiledModel
-from compiler.model.transformer import MODULE_NAME, AttentionSpec, SparseLinear
+from compiler.model.config import MODULE_NAME, AttentionSpec, SparseLinear
 from craft.bases import ONE_NAME, bos_direction
 
 EMBEDDING = -1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.transformer import AttentionSpec
+from compiler.model.config import AttentionSpec
 from compiler.model.weights import head_weights
 from compiler.passes.optimize.describe import node_notes
 

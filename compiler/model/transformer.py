@@ -31,15 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compiler.model.config import (  # re-exported: the records predate their JAX-free module
-    DENSE_FRACTION,
-    ELL_PADDING,
+from compiler.model.config import (
     MASKED_LOGIT,
     MODULE_NAME,
     AttentionSpec,
-    HeadSpec,
-    LayerSpec,
-    MLPSpec,
     ModelConfig,
     SparseLinear,
 )
@@ -246,19 +241,9 @@ def build(
 
 
 __all__ = [
-    "DENSE_FRACTION",
-    "ELL_PADDING",
-    "MASKED_LOGIT",
-    "MODULE_NAME",
     "PRECISION",
-    "AttentionSpec",
     "CompiledTransformer",
-    "HeadSpec",
-    "LayerSpec",
-    "MLPSpec",
-    "ModelConfig",
     "ModelOutput",
-    "SparseLinear",
     "apply_linear",
     "build",
 ]

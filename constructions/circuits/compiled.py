@@ -16,7 +16,7 @@ import numpy as np
 
 from compiler.model import weights
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.transformer import MLPSpec
+from compiler.model.config import MLPSpec
 from constructions.circuits.attention_only import AttentionOnlyModel, HeadWeights, LabelledTable, bilinear_table
 
 

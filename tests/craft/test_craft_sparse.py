@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from compiler.model.transformer import SparseLinear
+from compiler.model.config import SparseLinear
 from compiler.passes.qk_factor import sparse_factors
 from craft import maps as craft_maps
 from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis
