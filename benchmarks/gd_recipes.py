@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     structure = residual_structure(task.compiled)
     check = exactness_check(task)
     for name in args.recipes:
-        runs = [gd_run(check, args.d, RECIPES[name], args.init, structure, seed) for seed in args.seeds]
+        runs = [gd_run(check, args.d, RECIPES[name], args.init, structure, seed)[0] for seed in args.seeds]
         for run in runs:
             print(json.dumps({"program": args.program, "recipe": name, **dataclasses.asdict(run)}), flush=True)
         steps = [r.steps_to_exact for r in runs if r.exact]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from compression.analytic import AnalyticReport, Method, interference_bound, projection
@@ -63,6 +64,24 @@ def exactness_check(task: CompressionTask, enumerate_limit: int = 5_000, samples
     refs = task.reference_set(ids)
     atol = nearest_value_tolerance(refs) if refs.kind == "numerical" else 0.0
     return ExactnessCheck(task, refs, enumerated, atol)
+
+
+def never_on(check: ExactnessCheck, atol: float = 1e-6) -> tuple[int, ...]:
+    """Residual coordinates of the compiled model that are 0 (within ``atol``) at every non-PAD
+    position of every input of ``check``, in every residual snapshot.
+
+    When ``check.enumerated`` this is a fact about the whole input space (values the program can
+    never produce, e.g. pairs of a SequenceMap over two views of one token), and
+    ``residual_structure(compiled, never_on=...)`` may zero them; on sampled inputs it is only an
+    observation.
+    """
+    model = check.task.model
+    ids = jnp.asarray(check.refs.ids)
+    real = np.asarray(ids != model.pad_id)
+    active = np.zeros(model.residual_dim, bool)
+    for snapshot in model.forward(model.params, ids).residuals:
+        active |= np.any(np.abs(np.asarray(snapshot)[real]) > atol, axis=0)
+    return tuple(int(i) for i in np.nonzero(~active)[0])
 
 
 def _distinct_samples(task: CompressionTask, samples: int, seed: int) -> np.ndarray:

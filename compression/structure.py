@@ -17,11 +17,19 @@ unit whose table entry is None (or the number 0) changes nothing whatever it see
   their margin (the ``A`` of :func:`compression.analytic.interference_bound`).
 * **written_at**: the sub-layer writing each coordinate (-1 for the embedding); a coordinate is
   *present* from then on, because the residual stream never erases anything.
+* **classes**: values of one s-op that no reader can tell apart, so they may share one direction.
+  Values i and j are alike for a lookup layer when its units testing i and its units testing j
+  read the same other inputs with the same weights and write the same outputs: with i and j on one
+  direction, value i fires both sets of units, which write the same output twice. Only a layer whose
+  outputs nothing but the unembedding reads can do that (the argmax ignores the factor); every
+  other reader keeps values apart. **amplification** is that factor per coordinate: the largest
+  on value a written coordinate can reach when every class shares one direction (1 elsewhere).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Iterable
 
 import numpy as np
 
@@ -60,6 +68,8 @@ class ResidualStructure:
     reads: tuple[TolerantRead, ...]
     written_at: tuple[int, ...]  # per coordinate: sub-layer index, or -1 for the embedding
     num_sublayers: int
+    classes: tuple[tuple[int, ...], ...] = ()  # values of one s-op no reader tells apart (2 or more each)
+    amplification: tuple[float, ...] = ()  # per coordinate, 1.0 when empty (see the module docstring)
 
     @property
     def residual_dim(self) -> int:
@@ -75,6 +85,18 @@ class ResidualStructure:
         """Coordinate -> index of its group (categorical coordinates only)."""
         return {i: g for g, group in enumerate(self.groups) for i in group}
 
+    def class_of(self) -> dict[int, int]:
+        """Coordinate -> its class's lowest coordinate (itself when it shares with nothing)."""
+        out = {i: i for i in range(self.residual_dim)}
+        for members in self.classes:
+            for i in members:
+                out[i] = min(members)
+        return out
+
+    def amplification_of(self) -> np.ndarray:
+        """Per coordinate, the largest on value it can reach when classes share directions."""
+        return np.asarray(self.amplification or (1.0,) * self.residual_dim, np.float64)
+
 
 def _full(spec: SparseLinear, param: np.ndarray, in_width: int, out_width: int) -> np.ndarray:
     return spec.full_matrix(np.asarray(param), in_width, out_width)
@@ -88,8 +110,13 @@ def _nonzero_cols(matrix: np.ndarray) -> set[int]:
     return set(np.nonzero(np.any(matrix != 0, axis=0))[0].tolist())
 
 
-def residual_structure(compiled: CompiledModel) -> ResidualStructure:
-    """Analyse ``compiled``'s weights (see the module docstring)."""
+def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) -> ResidualStructure:
+    """Analyse ``compiled``'s weights (see the module docstring).
+
+    ``never_on``: coordinates known to be 0 on every input (e.g. found by
+    :func:`compression.exactness.never_on` over the whole input space): they count as unread, so an
+    analytic projection gives them the zero row, which reads them back exactly.
+    """
     config = compiled.config
     labels = tuple(config.residual_labels)
     width = len(labels)
@@ -116,7 +143,10 @@ def residual_structure(compiled: CompiledModel) -> ResidualStructure:
         written_at[i] = EMBEDDING
 
     read_any: set[int] = set()
+    read_by_layers: set[int] = set()  # read by some sub-layer (the unembedding not counted)
     candidate_reads: list[TolerantRead] = []
+    signatures: dict[int, dict[int, bytes]] = {}  # lookup layer -> coordinate -> what its units do
+    writes: dict[int, set[int]] = {}
     for index, layer in enumerate(config.layers):
         w = weights(f"layer_{index}")
         if isinstance(layer, AttentionSpec):
@@ -126,6 +156,7 @@ def residual_structure(compiled: CompiledModel) -> ResidualStructure:
                 v = _nonzero_rows(_full(head.w_v, w[f"head_{h}_v"], width, head.w_v.shape[1]))
                 out = _nonzero_cols(_full(head.w_o, w[f"head_{h}_o"], head.w_o.shape[0], width))
                 read_any |= q | k | v
+                read_by_layers |= q | k | v
                 protected |= q | k
                 if out <= categorical:
                     candidate_reads.append(TolerantRead(index, "copy", tuple(sorted(v & categorical)), 1.0))
@@ -140,14 +171,18 @@ def residual_structure(compiled: CompiledModel) -> ResidualStructure:
             # A hidden unit that writes nothing (a table entry of None or 0) cannot change the
             # output whatever it reads, so its inputs do not count as read.
             w_in = w_in[:, sorted(_nonzero_rows(w_out))] if layer.activation != "bilinear" else w_in
+            w_out = w_out[sorted(_nonzero_rows(w_out))] if layer.activation != "bilinear" else w_out
             reads = _nonzero_rows(w_in)
             read_any |= reads
+            read_by_layers |= reads
             cat_reads = sorted(reads & categorical - protected)
             weight = _lookup_weight(w_in, cat_reads, labels)
             if cat_reads and (layer.activation != "relu" or not out <= categorical or weight is None):
                 protected |= set(cat_reads)
             elif cat_reads:
                 candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight))
+                signatures[index] = _unit_signatures(w_in, w_out, cat_reads, by_name, basis)
+                writes[index] = out
             _mark_written(written_at, out, index)
     num_sublayers = len(config.layers)
     unembed = _nonzero_rows(_full(config.unembed, weights("unembed")["w_u"], width, config.unembed.shape[1]))
@@ -157,15 +192,72 @@ def residual_structure(compiled: CompiledModel) -> ResidualStructure:
     else:
         candidate_reads.append(TolerantRead(num_sublayers, UNEMBED, tuple(sorted(unembed & categorical)), 1.0))
 
+    dead = set(never_on)
+    protected -= dead
     reads = tuple(
-        dataclasses.replace(r, coords=tuple(i for i in r.coords if i not in protected))
+        dataclasses.replace(r, coords=tuple(i for i in r.coords if i not in protected and i not in dead))
         for r in candidate_reads
     )
     reads = tuple(r for r in reads if r.coords)
-    unread = tuple(i for i in range(width) if i not in read_any and i not in protected)
+    unread = tuple(i for i in range(width) if (i not in read_any or i in dead) and i not in protected)
     groups = tuple(tuple(coords) for coords in by_name.values())
     stamps = tuple(EMBEDDING if t is None else t for t in written_at)
-    return ResidualStructure(labels, groups, tuple(sorted(protected)), unread, reads, stamps, num_sublayers)
+    # Only a layer whose outputs are read by nothing but the unembedding may see merged values.
+    mergers = {layer: sig for layer, sig in signatures.items() if not writes[layer] & read_by_layers}
+    classes, amplification = _classes(groups, reads, mergers, writes, width)
+    return ResidualStructure(labels, groups, tuple(sorted(protected)), unread, reads, stamps, num_sublayers,
+                             classes, amplification)
+
+
+def _unit_signatures(w_in: np.ndarray, w_out: np.ndarray, cat_reads: list[int], by_name: dict[str, list[int]],
+                     basis) -> dict[int, bytes]:
+    """Per read coordinate i: the sorted units testing i, each as (its weights on every input but
+    i's s-op, its weight on i, what it writes). Equal signatures: the layer cannot tell i from j."""
+    out = {}
+    for i in cat_reads:
+        own = by_name[basis[i].name]
+        units = np.nonzero(w_in[i])[0]
+        rest = np.delete(w_in[:, units], own, axis=0)
+        rows = [np.concatenate([rest[:, k], [w_in[i, u]], w_out[u]]) for k, u in enumerate(units)]
+        out[i] = b"".join(sorted(np.round(r, 6).astype(np.float64).tobytes() for r in rows))
+    return out
+
+
+def _classes(groups: tuple[tuple[int, ...], ...], reads: tuple[TolerantRead, ...], mergers: dict[int, dict[int, bytes]],
+             writes: dict[int, set[int]], width: int) -> tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]:
+    """Classes of alike values (every reader of both is a merger that cannot tell them apart) and
+    the amplification of the coordinates merger layers write (the product, over the s-ops they
+    read, of the largest class read)."""
+    readers: dict[int, list[int]] = {}
+    for read in reads:
+        for i in read.coords:
+            readers.setdefault(i, []).append(read.layer)
+    classes = []
+    class_size = {i: 1 for i in range(width)}
+    for coords in groups:
+        by_key: dict[tuple, list[int]] = {}
+        for i in coords:
+            layers = readers.get(i)
+            if not layers or any(layer not in mergers for layer in layers):
+                continue
+            by_key.setdefault(tuple(mergers[layer][i] for layer in layers), []).append(i)
+        for members in by_key.values():
+            if len(members) > 1:
+                classes.append(tuple(members))
+                class_size.update({i: len(members) for i in members})
+    amplification = [1.0] * width
+    group_of = {i: g for g, coords in enumerate(groups) for i in coords}
+    for read in reads:
+        if read.layer in mergers:
+            largest: dict[int, int] = {}
+            for i in read.coords:
+                largest[group_of[i]] = max(largest.get(group_of[i], 1), class_size[i])
+            factor = float(np.prod(list(largest.values())))
+            for i in writes[read.layer]:
+                amplification[i] = max(amplification[i], factor)
+    if not classes:
+        return (), ()
+    return tuple(classes), tuple(amplification)
 
 
 def _mark_written(written_at: list, coords: set[int], index: int) -> None:

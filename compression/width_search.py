@@ -136,16 +136,19 @@ def gd_start(init: str, d: int, structure: ResidualStructure | None, seed: int =
 
 
 def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: str = "orthogonal",
-           structure: ResidualStructure | None = None, seed: int = 0, packed_exact: int | None = None) -> GDRun:
+           structure: ResidualStructure | None = None, seed: int = 0, packed_exact: int | None = None,
+           initial: np.ndarray | None = None) -> tuple[GDRun, np.ndarray]:
     """Train W at width ``d`` with ``recipe`` and ``seed``, checking exactness every
     ``recipe.check_every`` steps and stopping at the first exact check (see :func:`gd_start`
-    for ``init``)."""
+    for ``init``; a given ``initial`` W is used instead, under the name ``init``).
+    Returns the run and its final W."""
     task = check.task
-    initial, init = gd_start(init, d, structure, seed, packed_exact)
+    if initial is None:
+        initial, init = gd_start(init, d, structure, seed, packed_exact)
     compressor = Compressor(task.model, task.space, recipe.train_config(d, seed), initial_projection=initial)
     start_w = np.asarray(compressor.init_state().projection)
     if check.is_exact(start_w):
-        return GDRun(d, init, seed, True, 0, 0, 0.0, float("nan"), 1.0)
+        return GDRun(d, init, seed, True, 0, 0, 0.0, float("nan"), 1.0), start_w
     marks: list[tuple[int, float]] = []  # (step, training seconds so far) after each chunk
     found: list[int] = []
     evaluating = [0.0]
@@ -168,19 +171,22 @@ def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: s
         (s0, t0), (s1, t1) = marks[0], marks[-1]
         rate = (s1 - s0) / max(t1 - t0, 1e-9)
     final = 1.0 if found else check.sequence_accuracy(result.projection)
-    return GDRun(d, init, seed, bool(found), found[0] if found else None, result.steps_done, wall, rate, final)
+    run = GDRun(d, init, seed, bool(found), found[0] if found else None, result.steps_done, wall, rate, final)
+    return run, np.asarray(result.projection)
 
 
-def scan_down(widths: Sequence[int], reaches: Callable[[int], bool], patience: int = 2) -> tuple[list[int], list[int]]:
+def scan_down(widths: Sequence[int], reaches: Callable[[int], bool], patience: int = 2,
+              misses: int = 0) -> tuple[list[int], list[int]]:
     """Try ``widths`` in the given order (largest first) and stop after ``patience`` consecutive
-    widths that are not reached; returns (widths tried, widths reached).
+    widths that are not reached (``misses`` of them already seen); returns (widths tried, widths
+    reached).
 
     Unlike a binary search this assumes nothing about monotonicity: every width reported as
     reached was tried and reached, and a failure only ends the scan after ``patience`` in a row.
     """
     if patience < 1:
         raise ValueError(f"patience must be >= 1, got {patience}")
-    tried, reached, misses = [], [], 0
+    tried, reached = [], []
     for d in widths:
         tried.append(d)
         if reaches(d):
@@ -191,6 +197,30 @@ def scan_down(widths: Sequence[int], reaches: Callable[[int], bool], patience: i
             if misses >= patience:
                 break
     return tried, reached
+
+
+def scan_from(start: int, lo: int, hi: int, reaches: Callable[[int], bool],
+              patience: int = 2) -> tuple[list[int], list[int]]:
+    """Scan widths around a likely one: from ``start`` upwards until one is reached (at most
+    ``hi``), then from ``start - 1`` downwards to ``lo`` like :func:`scan_down`, where the
+    unreached widths just above count as misses in a row. Returns (widths tried, widths reached).
+
+    It spends its runs near ``start`` (the sweep passes the packed projection's exact width) instead
+    of descending from D, which for wide models is most of the cost.
+    """
+    if not lo <= start <= hi:
+        raise ValueError(f"start={start} is outside [{lo}, {hi}]")
+    tried, reached = [], []
+    for d in range(start, hi + 1):
+        tried.append(d)
+        if reaches(d):
+            reached.append(d)
+            break
+    misses = len(tried) - len(reached)
+    if not reached or misses >= patience:
+        return tried, reached
+    below_tried, below_reached = scan_down(range(start - 1, lo - 1, -1), reaches, patience, misses)
+    return tried + below_tried, reached + below_reached
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,19 +245,23 @@ class GDScan:
 
 def gd_width_scan(check: ExactnessCheck, widths: Sequence[int], recipe: GDRecipe = GDRecipe(),
                   init: str = "orthogonal", structure: ResidualStructure | None = None, seed: int = 0,
-                  patience: int = 2, packed_exact: int | None = None) -> GDScan:
-    """Scan ``widths`` downwards (:func:`scan_down`): at each width run seeds ``seed ..
+                  patience: int = 2, packed_exact: int | None = None, start: int | None = None) -> GDScan:
+    """Scan ``widths`` downwards (:func:`scan_down`), or, given ``start``, around it
+    (:func:`scan_from` over ``min(widths)..max(widths)``): at each width run seeds ``seed ..
     seed + recipe.seeds - 1`` until one is exact; a width is reached when one is."""
     runs: list[GDRun] = []
 
     def reaches(d: int) -> bool:
         for k in range(recipe.seeds):
-            run = gd_run(check, d, recipe, init, structure, seed + k, packed_exact)
+            run, _ = gd_run(check, d, recipe, init, structure, seed + k, packed_exact)
             runs.append(run)
             if run.exact:
                 return True
         return False
 
-    tried, reached = scan_down(sorted(widths, reverse=True), reaches, patience)
+    if start is None:
+        tried, reached = scan_down(sorted(widths, reverse=True), reaches, patience)
+    else:
+        tried, reached = scan_from(start, min(widths), max(widths), reaches, patience)
     label = runs[0].init if runs else init
     return GDScan(label, tuple(tried), tuple(reached), tuple(runs))

@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if init == "packed" and d < min_width(structure, "packed"):
                     continue  # the construction does not exist there (it would be the orthogonal start)
                 for k in range(args.seeds):
-                    run = gd_run(check, d, recipe, init, structure, args.seed + k, packed_exact=packed)
+                    run, _ = gd_run(check, d, recipe, init, structure, args.seed + k, packed_exact=packed)
                     runs.append({"program": name, "size": args.size, "packed_exact": packed, "requested_init": init,
                                  **dataclasses.asdict(run)})
                     print(f"{name} d={d} {init} seed={args.seed + k}: exact={run.exact} "

@@ -12,13 +12,18 @@ D, the protected coordinates p, and the smallest d at which each method is exact
   stopped once exact, ``--gd-seeds`` seeds per width) from an orthogonal start / from the packed
   projection; only at the sizes in ``--gd-sizes``.
 
+Where every input is enumerated, the analytic projections also zero the coordinates that are
+never on (``compression.exactness.never_on``: a fact about the whole input space there); with
+sampled inputs they use the weights alone. ``never_on`` in the table counts them.
+
 Analytic and PCA widths come from binary searches (their exactness grows with d). GD's does not
-always (a run at a larger d can fail where a smaller one succeeds), so GD widths come from a
-downward scan (``compression.width_search.gd_width_scan``): from D - 1 (orthogonal start) and
-from one below the packed exact width down to the packed construction's smallest width (packed
-start), one width at a time, stopping after
-``--patience`` widths in a row that no seed made exact; the reported d is the smallest width any
-seed made exact, with the median steps it took, and ``*_tried`` gives the widths tried.
+always (a run at a larger d can fail where a smaller one succeeds), so GD widths come from scans
+(``compression.width_search.gd_width_scan``), one width at a time: from an orthogonal start
+around the packed exact width (upwards from it until a width is reached, then downwards,
+``scan_from``), from the packed start downwards from one below the packed exact width to the packed
+construction's smallest width; both stop after ``--patience`` widths in a row that no seed made
+exact. The reported d is the smallest width any seed made exact, with the median steps it took,
+and ``*_tried`` gives the widths tried.
 
 Writes ``sweep.csv`` (the table), ``sweep_gd_runs.csv`` (every GD run: d, init, seed, steps to
 exactness, steps/s), ``sweep_curves.csv`` and ``sweep_accuracy.png`` (sequence accuracy vs d per
@@ -44,7 +49,7 @@ from compression import plots
 from compression.analytic import min_width, packed_width, projection
 from compression.config import GDRecipe
 from compression.experiments.common import base_parser, environment, write_csv, write_json
-from compression.exactness import exactness_check
+from compression.exactness import exactness_check, never_on
 from compression.structure import residual_structure
 from compression.task import CompressionTask, make_task
 from compression.width_search import (
@@ -78,19 +83,21 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
                   ) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
     """The table row, the GD runs and the accuracy curves of one program at one size.
 
-    GD (when ``recipe`` is given) scans widths downwards (:func:`~compression.width_search.gd_width_scan`)
-    from D - 1 (orthogonal start) and from one below the packed exact width down to the packed
-construction's smallest width (packed start),
-    stopping after ``patience`` widths in a row that no seed made exact. ``quick`` makes one
-    scan step per start: orthogonal at the packed width, packed one below it.
+    GD (when ``recipe`` is given) scans widths (:func:`~compression.width_search.gd_width_scan`):
+    from an orthogonal start around the packed exact width (``scan_from``), from the packed start
+    downwards from one below it to the packed construction's smallest width, stopping after
+    ``patience`` widths in a row that no seed made exact. ``quick`` makes one scan step per start:
+    orthogonal at the packed width, packed one below it.
     """
     start = time.perf_counter()
     task = program_task(name, size)
-    structure = residual_structure(task.compiled)
     check = exactness_check(task, seed=seed)
+    dead = never_on(check) if check.enumerated else ()
+    structure = residual_structure(task.compiled, never_on=dead)
     big_d = structure.residual_dim
     row: dict[str, Any] = {"program": name, "size": size, "D": big_d, "protected": len(structure.protected),
-                           "inputs": check.size, "enumerated": check.enumerated}
+                           "inputs": check.size, "enumerated": check.enumerated, "never_on": len(dead),
+                           "classes": len(structure.classes)}
     curves: dict[str, list] = {}
     for method in ("random", "packed"):
         claimed = row[f"{method}_claimed"] = claimed_width(structure, method, seed)
@@ -113,10 +120,13 @@ construction's smallest width (packed start),
         # to the construction's smallest width (below it there is no packed start)
         widths = {"gd": range(big_d - 1, 0, -1),
                   "gd_packed": range(packed_hi - 1, min_width(structure, "packed") - 1, -1)}
+        starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
         if quick:  # one training run per start: at the packed width, and one below it
             widths = {"gd": [packed_hi], "gd_packed": [packed_hi - 1]}
+            starts["gd"] = None
         for init, key in (("orthogonal", "gd"), (PACKED_START, "gd_packed")):
-            scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience, packed_exact=packed_hi)
+            scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience, packed_exact=packed_hi,
+                                 start=starts[key])
             smallest = scan.smallest
             if key == "gd_packed" and (smallest is None or smallest > packed_hi):
                 smallest = packed_hi if row["packed_exact"] else None
@@ -135,9 +145,9 @@ construction's smallest width (packed start),
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The table as GitHub markdown (``-`` where a method is not exact up to D or was not run)."""
-    columns = ["program", "size", "D", "protected", "random_claimed", "random_exact", "packed_claimed",
+    columns = ["program", "size", "D", "protected", "never_on", "random_claimed", "random_exact", "packed_claimed",
                "packed_exact", "gd_exact", "gd_steps", "gd_packed_exact", "gd_packed_steps", "pca_exact"]
-    header = ["program", "n", "D", "p", "random (bound)", "random", "packed (bound)", "packed", "GD", "GD steps",
+    header = ["program", "n", "D", "p", "never on", "random (bound)", "random", "packed (bound)", "packed", "GD", "GD steps",
               "GD from packed", "steps", "PCA"]
 
     def cell(v: Any) -> str:

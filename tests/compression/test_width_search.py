@@ -9,7 +9,9 @@ from compression.exactness import exactness_check
 from compression.experiments.sweep import program_task
 from compression.projection import gram
 from compression.structure import residual_structure
-from compression.width_search import gd_start, gd_width_scan, scan_down, smallest_exact, truncated_projection
+from compression.width_search import (
+    gd_start, gd_width_scan, scan_down, scan_from, smallest_exact, truncated_projection,
+)
 
 
 def test_scan_down_is_honest_when_exactness_is_not_monotone():
@@ -27,6 +29,18 @@ def test_scan_down_is_honest_when_exactness_is_not_monotone():
     assert smallest_exact(lambda d: d in exact, 8, 15) == 14  # binary search: 11 fails, then 13 fails
     with pytest.raises(ValueError, match="patience"):
         scan_down([3], lambda d: True, patience=0)
+
+
+def test_scan_from_a_start_goes_up_until_reached_then_down():
+    exact = {15, 14, 12, 9, 8}
+    assert scan_from(12, 1, 15, lambda d: d in exact, patience=2) == ([12, 11, 10], [12])
+    assert scan_from(12, 1, 15, lambda d: d in exact, patience=3) == ([12, 11, 10, 9, 8, 7, 6, 5], [12, 9, 8])
+    # upwards it goes on until a width is reached; the two misses on the way use up patience 2
+    assert scan_from(10, 1, 15, lambda d: d in exact, patience=2) == ([10, 11, 12], [12])
+    assert scan_from(10, 1, 15, lambda d: d in exact, patience=3) == ([10, 11, 12, 9, 8, 7, 6, 5], [12, 9, 8])
+    assert scan_from(13, 1, 13, lambda d: False) == ([13], [])  # nothing above to try
+    with pytest.raises(ValueError, match="outside"):
+        scan_from(16, 1, 15, lambda d: True)
 
 
 def test_recipe_builds_the_trainer_config():
