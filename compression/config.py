@@ -82,12 +82,26 @@ class TrainConfig:
     optimizer: OptimizerConfig = OptimizerConfig()
     loss: LossConfig = LossConfig()
     sampling: SamplingConfig = SamplingConfig()
+    # The last ``fade_columns`` columns of W are multiplied by a factor falling linearly from 1 to 0
+    # over the first ``fade_fraction`` of the steps, and are 0 after: a run at width d + k that
+    # ends as a width-d W, leaving GD time to move what those columns carried (0: no fading).
+    fade_columns: int = 0
+    fade_fraction: float = 0.5
 
     def __post_init__(self) -> None:
         if self.d < 1:
             raise ValueError(f"d must be >= 1, got {self.d}")
         if self.steps < 1 or self.batch_size < 1 or self.chunk_size < 1:
             raise ValueError("steps, batch_size and chunk_size must all be >= 1")
+        if not 0 <= self.fade_columns < self.d:
+            raise ValueError(f"fade_columns must be in [0, d) = [0, {self.d}), got {self.fade_columns}")
+        if not 0.0 < self.fade_fraction <= 1.0:
+            raise ValueError(f"fade_fraction must be in (0, 1], got {self.fade_fraction}")
+
+    @property
+    def fade_steps(self) -> int:
+        """Steps after which the faded columns are 0."""
+        return max(1, int(round(self.fade_fraction * self.steps))) if self.fade_columns else 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable)."""

@@ -53,15 +53,26 @@ class StepSpec:
     total_steps: int
     batch_size: int
     parallel: DataParallel
+    fade: tuple[int, int] = (0, 0)  # (columns, steps): see TrainConfig.fade_columns
+
+    def _key(self) -> tuple:
+        return (self.space, self.loss, self.optimizer, self.total_steps, self.batch_size, self.parallel, self.fade)
 
     def __hash__(self) -> int:
-        return hash((id(self.model), self.space, self.loss, self.optimizer, self.total_steps,
-                     self.batch_size, self.parallel))
+        return hash((id(self.model), self._key()))
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, StepSpec) and self.model is other.model
-                and (self.space, self.loss, self.optimizer, self.total_steps, self.batch_size, self.parallel)
-                == (other.space, other.loss, other.optimizer, other.total_steps, other.batch_size, other.parallel))
+        return isinstance(other, StepSpec) and self.model is other.model and self._key() == other._key()
+
+
+def column_scale(d: int, fade: tuple[int, int], step: jax.Array | int) -> jax.Array:
+    """Per column of W, the factor applied at ``step``: 1, and for the last ``fade[0]`` columns
+    ``max(0, 1 - step / fade[1])``."""
+    columns, steps = fade
+    if not columns:
+        return jnp.ones((d,), jnp.float32)
+    factor = jnp.clip(1.0 - jnp.asarray(step, jnp.float32) / steps, 0.0, 1.0)
+    return jnp.concatenate([jnp.ones((d - columns,), jnp.float32), jnp.full((columns,), 1.0) * factor])
 
 
 def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None,
@@ -70,7 +81,12 @@ def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Arra
     ids = draw_batch(jax.random.fold_in(data_key, state.step), spec.space, spec.batch_size, pool_ids, pool_probs)
     ids = jax.lax.with_sharding_constraint(ids, spec.parallel.batch)
     model = dataclasses.replace(spec.model, params=params)
-    (_, parts), grads = jax.value_and_grad(compression_loss, has_aux=True)(state.projection, model, ids, spec.loss)
+    scale = column_scale(state.projection.shape[1], spec.fade, state.step)
+
+    def loss(w: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return compression_loss(w * scale, model, ids, spec.loss)
+
+    (_, parts), grads = jax.value_and_grad(loss, has_aux=True)(state.projection)
     optimizer = make_optimizer(spec.optimizer, spec.total_steps)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.projection)
     metrics = jnp.stack([parts[name] for name in METRICS])
@@ -117,7 +133,7 @@ class Compressor:
         self.parallel.check_batch(config.batch_size)
         self.optimizer = make_optimizer(config.optimizer, config.steps)
         self.spec = StepSpec(model, space, config.loss, config.optimizer, config.steps, config.batch_size,
-                             self.parallel)
+                             self.parallel, (config.fade_columns, config.fade_steps))
         pool = training_pool(space, config.sampling)
         rep = self.parallel.replicated
         self._pool = None if pool is None else jax.device_put((jnp.asarray(pool.ids), jnp.asarray(pool.probs)), rep)
@@ -135,6 +151,11 @@ class Compressor:
             w = init_projection(self._init_key, self.model.residual_dim, self.config.d, self.config.init,
                                 self.config.init_scale)
         return self._place(TrainState(w, self.optimizer.init(w), jnp.zeros((), jnp.int32)))
+
+    def effective_projection(self, state: TrainState) -> np.ndarray:
+        """The W the model uses at ``state``'s step: faded columns scaled (see ``TrainConfig.fade_columns``)."""
+        w = np.asarray(state.projection)
+        return w * np.asarray(column_scale(w.shape[1], self.spec.fade, int(state.step)))
 
     def _place(self, state: TrainState) -> TrainState:
         return jax.device_put(state, self.parallel.replicated)

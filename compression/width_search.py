@@ -24,7 +24,7 @@ from compression.analysis import pca_baseline
 from compression.analytic import (
     Method, interference_bound, min_width, packed_projection, packed_width, projection,
 )
-from compression.config import GDRecipe
+from compression.config import GDRecipe, TrainConfig
 from compression.exactness import ExactnessCheck
 from compression.losses import position_mask
 from compression.structure import ResidualStructure
@@ -75,6 +75,8 @@ def pca_exact_width(check: ExactnessCheck) -> int | None:
 
 
 GDInit = Literal["orthogonal", "packed", "packed_truncated"]
+# share of a shrink step's budget over which the dropped column fades out
+SHRINK_FADE = 0.25
 GD_INITS: tuple[str, ...] = ("orthogonal", "packed", "packed_truncated")
 
 
@@ -142,13 +144,36 @@ def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: s
     ``recipe.check_every`` steps and stopping at the first exact check (see :func:`gd_start`
     for ``init``; a given ``initial`` W is used instead, under the name ``init``).
     Returns the run and its final W."""
-    task = check.task
     if initial is None:
         initial, init = gd_start(init, d, structure, seed, packed_exact)
-    compressor = Compressor(task.model, task.space, recipe.train_config(d, seed), initial_projection=initial)
+    return _train_until_exact(check, recipe.train_config(d, seed), initial, init)
+
+
+def gd_fade_run(check: ExactnessCheck, w: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
+                fade_fraction: float = SHRINK_FADE) -> tuple[GDRun, np.ndarray]:
+    """Shrink ``w`` (``[D, n]``) by one column with GD: rotate it so that its last column is its
+    weakest singular direction (``W Wᵀ`` is unchanged, so an exact ``w`` stays exact), then train
+    at width n while that column fades to 0 over ``fade_fraction`` of the budget; exactness of the
+    first n - 1 columns is checked once the column is gone. Returns the run (at width n - 1) and
+    the ``[D, n - 1]`` W."""
+    w = np.asarray(w, np.float64)
+    _, _, vt = np.linalg.svd(w, full_matrices=False)
+    rotated = (w @ vt.T).astype(np.float32)  # strongest direction first
+    config = dataclasses.replace(recipe.train_config(w.shape[1], seed), fade_columns=1, fade_fraction=fade_fraction)
+    run, final = _train_until_exact(check, config, rotated, "packed_shrink")
+    return run, final
+
+
+def _train_until_exact(check: ExactnessCheck, config: TrainConfig, initial: np.ndarray | None,
+                       init: str) -> tuple[GDRun, np.ndarray]:
+    """The trainer from ``initial`` with ``config``, stopped at the first chunk whose W (without
+    faded columns, once they are gone) is exact on the check's inputs."""
+    task = check.task
+    kept = config.d - config.fade_columns
+    compressor = Compressor(task.model, task.space, config, initial_projection=initial)
     start_w = np.asarray(compressor.init_state().projection)
-    if check.is_exact(start_w):
-        return GDRun(d, init, seed, True, 0, 0, 0.0, float("nan"), 1.0), start_w
+    if not config.fade_columns and check.is_exact(start_w):
+        return GDRun(kept, init, config.seed, True, 0, 0, 0.0, float("nan"), 1.0), start_w
     marks: list[tuple[int, float]] = []  # (step, training seconds so far) after each chunk
     found: list[int] = []
     evaluating = [0.0]
@@ -157,7 +182,7 @@ def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: s
         step = len(history["total"])
         now = time.perf_counter()
         marks.append((step, now - start - evaluating[0]))
-        exact = check.is_exact(np.asarray(state.projection))
+        exact = step >= config.fade_steps and check.is_exact(np.asarray(state.projection)[:, :kept])
         evaluating[0] += time.perf_counter() - now
         if exact:
             found.append(step)
@@ -170,9 +195,35 @@ def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: s
     if len(marks) >= 2:
         (s0, t0), (s1, t1) = marks[0], marks[-1]
         rate = (s1 - s0) / max(t1 - t0, 1e-9)
-    final = 1.0 if found else check.sequence_accuracy(result.projection)
-    run = GDRun(d, init, seed, bool(found), found[0] if found else None, result.steps_done, wall, rate, final)
-    return run, np.asarray(result.projection)
+    final_w = np.asarray(result.projection)[:, :kept]
+    final = 1.0 if found else check.sequence_accuracy(final_w)
+    run = GDRun(kept, init, config.seed, bool(found), found[0] if found else None, result.steps_done, wall, rate, final)
+    return run, final_w
+
+
+def gd_shrink_scan(check: ExactnessCheck, w: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
+                   patience: int = 2, lo: int = 1, fade_fraction: float = SHRINK_FADE) -> "GDScan":
+    """GD from an exact W downwards one width at a time (:func:`gd_fade_run`): each width starts
+    from the previous width's W (the exact one when a seed reached it, else the last seed's), and
+    the scan stops after ``patience`` unreached widths in a row or at ``lo``."""
+    if patience < 1:
+        raise ValueError(f"patience must be >= 1, got {patience}")
+    runs: list[GDRun] = []
+    tried: list[int] = []
+    reached: list[int] = []
+    misses = 0
+    while w.shape[1] - 1 >= max(lo, 1) and misses < patience:
+        tried.append(w.shape[1] - 1)
+        for k in range(recipe.seeds):
+            run, narrower = gd_fade_run(check, w, recipe, seed + k, fade_fraction)
+            runs.append(run)
+            if run.exact:
+                break
+        if run.exact:
+            reached.append(run.d)
+        misses = 0 if run.exact else misses + 1
+        w = narrower
+    return GDScan("packed_shrink", tuple(tried), tuple(reached), tuple(runs))
 
 
 def scan_down(widths: Sequence[int], reaches: Callable[[int], bool], patience: int = 2,

@@ -7,10 +7,11 @@ D, the protected coordinates p, and the smallest d at which each method is exact
 * ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic`), the d their
   bound claims and the d measured;
 * ``pca``: the uncentred PCA of the compiled activations;
-* ``gd`` / ``gd_packed``: the trainer (:class:`~compression.config.GDRecipe`: ``--steps`` budget
-  per run, AdamW with warmup + cosine, checked for exactness every ``check_every`` steps and
-  stopped once exact, ``--gd-seeds`` seeds per width) from an orthogonal start / from the packed
-  projection; only at the sizes in ``--gd-sizes``.
+* ``gd`` / ``gd_packed`` / ``gd_shrink``: the trainer (:class:`~compression.config.GDRecipe`:
+  ``--steps`` budget per run, AdamW with warmup + cosine, checked for exactness every
+  ``check_every`` steps and stopped once exact, ``--gd-seeds`` seeds per width) from an orthogonal
+  start / from the packed projection narrowed to d / from the exact packed projection, one column
+  faded out at a time (``--gd-starts`` picks them); only at the sizes in ``--gd-sizes``.
 
 Where every input is enumerated, the analytic projections also zero the coordinates that are
 never on (``compression.exactness.never_on``: a fact about the whole input space there); with
@@ -53,7 +54,7 @@ from compression.exactness import exactness_check, never_on
 from compression.structure import residual_structure
 from compression.task import CompressionTask, make_task
 from compression.width_search import (
-    GDRun, analytic_exact_width, claimed_width, gd_width_scan, pca_exact_width, pca_projection,
+    GDRun, analytic_exact_width, claimed_width, gd_shrink_scan, gd_width_scan, pca_exact_width, pca_projection,
 )
 
 # Programs whose inputs must not repeat a token (their RASP semantics assume distinct keys).
@@ -62,6 +63,9 @@ DEFAULT_STEPS, QUICK_STEPS = GDRecipe().steps, 100
 DEFAULT_PATIENCE = 2
 # the start GD from packed uses (see compression.experiments.gd_start for the comparison)
 PACKED_START = "packed"
+# GD starts and their table keys: orthogonal, the packed projection narrowed to d, and the exact
+# packed projection shrunk one column at a time (compression.width_search.gd_shrink_scan)
+GD_KEYS = {"orthogonal": "gd", PACKED_START: "gd_packed", "shrink": "gd_shrink"}
 QUICK_PROGRAMS, QUICK_SIZES = ("length",), (3,)
 CURVE_POINTS = 6
 
@@ -79,15 +83,17 @@ def _grid(lo: int, hi: int, points: int) -> list[int]:
 
 
 def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, curve_points: int = CURVE_POINTS,
-                  quick: bool = False, patience: int = DEFAULT_PATIENCE,
+                  quick: bool = False, patience: int = DEFAULT_PATIENCE, starts: Sequence[str] = tuple(GD_KEYS),
                   ) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
     """The table row, the GD runs and the accuracy curves of one program at one size.
 
     GD (when ``recipe`` is given) scans widths (:func:`~compression.width_search.gd_width_scan`):
     from an orthogonal start around the packed exact width (``scan_from``), from the packed start
     downwards from one below it to the packed construction's smallest width, stopping after
-    ``patience`` widths in a row that no seed made exact. ``quick`` makes one scan step per start:
-    orthogonal at the packed width, packed one below it.
+    ``patience`` widths in a row that no seed made exact; ``shrink`` runs
+    :func:`~compression.width_search.gd_shrink_scan` from the exact packed W. ``starts`` picks
+    among the three. ``quick`` makes one scan step per start: orthogonal at the packed width, the
+    others one below it.
     """
     start = time.perf_counter()
     task = program_task(name, size)
@@ -111,7 +117,7 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     row["pca_exact"] = pca_exact_width(check)
     curves["pca"] = [(d, check.sequence_accuracy(pca_projection(check, d))) for d in _grid(1, big_d, curve_points)]
     runs: list[GDRun] = []
-    for key in ("gd", "gd_packed"):
+    for key in GD_KEYS.values():
         row[f"{key}_exact"] = row[f"{key}_steps"] = row[f"{key}_tried"] = None  # not run
     if recipe is not None:
         packed_hi = row["packed_exact"] or big_d
@@ -120,20 +126,30 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
         # to the construction's smallest width (below it there is no packed start)
         widths = {"gd": range(big_d - 1, 0, -1),
                   "gd_packed": range(packed_hi - 1, min_width(structure, "packed") - 1, -1)}
-        starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
+        scan_starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
         if quick:  # one training run per start: at the packed width, and one below it
             widths = {"gd": [packed_hi], "gd_packed": [packed_hi - 1]}
-            starts["gd"] = None
-        for init, key in (("orthogonal", "gd"), (PACKED_START, "gd_packed")):
-            scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience, packed_exact=packed_hi,
-                                 start=starts[key])
+            scan_starts["gd"] = None
+        for init in starts:
+            key = GD_KEYS[init]
+            if init == "shrink":
+                if not row["packed_exact"]:
+                    continue
+                exact_w = projection(structure, "packed", packed_hi, seed)
+                scan = gd_shrink_scan(check, exact_w, recipe, seed, patience, lo=packed_hi - 1 if quick else 1)
+            else:
+                scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience,
+                                     packed_exact=packed_hi, start=scan_starts[key])
             smallest = scan.smallest
-            if key == "gd_packed" and (smallest is None or smallest > packed_hi):
+            from_packed = init != "orthogonal"
+            if from_packed and (smallest is None or smallest > packed_hi):
                 smallest = packed_hi if row["packed_exact"] else None
             row[f"{key}_exact"] = smallest
-            row[f"{key}_steps"] = (0.0 if key == "gd_packed" and smallest == packed_hi
+            row[f"{key}_steps"] = (0.0 if from_packed and smallest == packed_hi
                                    else scan.median_steps_to_exact(smallest) if smallest else None)
             row[f"{key}_tried"] = f"{min(scan.tried)}-{max(scan.tried)}" if scan.tried else None
+            if init == "shrink":  # every step of the chain from the packed width down to the smallest reached
+                row["gd_shrink_chain_steps"] = sum(r.steps for r in scan.runs if smallest and r.d >= smallest)
             best = {}
             for r in scan.runs:  # the best accuracy any seed reached at each width
                 best[r.d] = max(best.get(r.d, 0.0), r.sequence_accuracy)
@@ -146,9 +162,10 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The table as GitHub markdown (``-`` where a method is not exact up to D or was not run)."""
     columns = ["program", "size", "D", "protected", "never_on", "random_claimed", "random_exact", "packed_claimed",
-               "packed_exact", "gd_exact", "gd_steps", "gd_packed_exact", "gd_packed_steps", "pca_exact"]
+               "packed_exact", "gd_exact", "gd_steps", "gd_packed_exact", "gd_packed_steps", "gd_shrink_exact",
+               "gd_shrink_steps", "pca_exact"]
     header = ["program", "n", "D", "p", "never on", "random (bound)", "random", "packed (bound)", "packed", "GD", "GD steps",
-              "GD from packed", "steps", "PCA"]
+              "GD from packed", "steps", "GD shrinking packed", "steps", "PCA"]
 
     def cell(v: Any) -> str:
         if v is None:
@@ -201,6 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"GD seeds tried per width (default: {GDRecipe().seeds}; quick: 1)")
     parser.add_argument("--weight-decay", type=float, default=None,
                         help=f"AdamW weight decay of GD (default: {GDRecipe().optimizer.weight_decay})")
+    parser.add_argument("--gd-starts", nargs="+", choices=tuple(GD_KEYS), default=tuple(GD_KEYS),
+                        help="GD starts to scan (default: all): orthogonal, the packed projection narrowed to d, "
+                             "the exact packed projection shrunk one column at a time")
     parser.add_argument("--patience", type=int, default=None,
                         help=f"GD scans stop after this many unreached widths in a row (default: {DEFAULT_PATIENCE})")
     args = parser.parse_args(argv)
@@ -215,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for size in sizes:
         for name in programs:
             gd = recipe if size in gd_sizes and name in gd_programs else None
-            row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick, patience)
+            row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick, patience, args.gd_starts)
             rows.append(row)
             all_runs += [{"program": name, "size": size, **dataclasses.asdict(r)} for r in runs]
             panels[f"{name} {size}/{size} (D={row['D']})"] = curves

@@ -99,3 +99,37 @@ def test_checkpoint_written_before_new_config_fields_still_resumes(tmp_path):
     assert "schedule" not in checkpoint.read_record(tmp_path)["config"]["optimizer"]
     resumed = _train(checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(resumed.projection, reference.projection)
+
+
+def test_faded_columns_fall_to_zero_and_stop_counting():
+    """``fade_columns``: the last columns enter the loss scaled by 1 - step / fade_steps, then 0."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    from compression.losses import compression_loss
+    from compression.train import column_scale
+
+    config = dataclasses.replace(CONFIG, fade_columns=2, fade_fraction=0.5)
+    assert config.fade_steps == 60
+    np.testing.assert_allclose(np.asarray(column_scale(10, (2, 60), 15)), [1.0] * 8 + [0.75, 0.75])
+    np.testing.assert_allclose(np.asarray(column_scale(10, (2, 60), 90)), [1.0] * 8 + [0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(column_scale(4, (0, 0), 5)), np.ones(4))
+    compressor = Compressor(MODEL, fake.input_space(), config)
+    result = compressor.train(progress=False)
+    state = compressor.init_state()._replace(projection=jnp.asarray(result.projection),
+                                             step=jnp.asarray(config.steps, jnp.int32))
+    effective = compressor.effective_projection(state)
+    assert np.all(effective[:, 8:] == 0) and np.array_equal(effective[:, :8], result.projection[:, :8])
+    # after the fade the loss no longer depends on the faded columns: what it learned is a width-8 W
+    ids = jnp.asarray(np.stack([fake.input_space().token_ids[:3]] * 4))
+    ids = jnp.concatenate([jnp.full((4, 1), fake.input_space().bos_id), ids], axis=1)
+    moved = result.projection.copy()
+    moved[:, 8:] += 1.0
+    a = compression_loss(jnp.asarray(effective), MODEL, ids, CONFIG.loss)[0]
+    b = compression_loss(jnp.asarray(moved) * column_scale(10, (2, 60), config.steps), MODEL, ids, CONFIG.loss)[0]
+    assert float(a) == float(b)
+    with pytest.raises(ValueError, match="fade_columns"):
+        TrainConfig(d=3, fade_columns=3)
+    with pytest.raises(ValueError, match="fade_fraction"):
+        TrainConfig(d=3, fade_columns=1, fade_fraction=0.0)

@@ -17,10 +17,12 @@ def test_quick_sweep_writes_table_and_plot(tmp_path, capsys):
     assert int(row["protected"]) < packed <= int(row["packed_claimed"]) < big_d
     assert row["packed_claim_holds"] == "True"
     assert int(row["gd_packed_exact"]) <= packed  # GD from the packed W starts exact there
-    # quick: one GD run per start, orthogonal at the packed width, packed one below it
+    # quick: one GD run per start, orthogonal at the packed width, the packed starts one below it
     runs = list(csv.DictReader((tmp_path / "sweep_gd_runs.csv").open()))
-    assert [(int(r["d"]), r["init"]) for r in runs] == [(packed, "orthogonal"), (packed - 1, "packed")]
+    assert [(int(r["d"]), r["init"]) for r in runs] == [
+        (packed, "orthogonal"), (packed - 1, "packed"), (packed - 1, "packed_shrink")]
     assert row["gd_tried"] == f"{packed}-{packed}" and row["gd_packed_tried"] == f"{packed - 1}-{packed - 1}"
+    assert row["gd_shrink_tried"] == f"{packed - 1}-{packed - 1}" and int(row["gd_shrink_exact"]) <= packed
     for r in runs:
         assert int(r["steps"]) <= sweep.QUICK_STEPS and 0.0 <= float(r["sequence_accuracy"]) <= 1.0
         assert (r["exact"] == "True") == (float(r["sequence_accuracy"]) == 1.0)
@@ -30,7 +32,7 @@ def test_quick_sweep_writes_table_and_plot(tmp_path, capsys):
     else:  # not reached below: the packed start's own width, exact at step 0
         assert int(row["gd_packed_exact"]) == packed and float(row["gd_packed_steps"]) == 0.0
     curves = list(csv.DictReader((tmp_path / "sweep_curves.csv").open()))
-    assert {c["method"] for c in curves} == {"random", "packed", "pca", "gd", "gd_packed"}
+    assert {c["method"] for c in curves} == {"random", "packed", "pca", "gd", "gd_packed", "gd_shrink"}
     assert all(0.0 <= float(c["sequence_accuracy"]) <= 1.0 for c in curves)
     png = (tmp_path / "sweep_accuracy.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000

@@ -10,7 +10,7 @@ from compression.experiments.sweep import program_task
 from compression.projection import gram
 from compression.structure import residual_structure
 from compression.width_search import (
-    gd_start, gd_width_scan, scan_down, scan_from, smallest_exact, truncated_projection,
+    gd_fade_run, gd_shrink_scan, gd_start, gd_width_scan, scan_down, scan_from, smallest_exact, truncated_projection,
 )
 
 
@@ -104,3 +104,24 @@ def test_gd_scan_reports_every_run_and_the_smallest_width_reached():
         mine = [r for r in scan.runs if r.d == d]
         assert 1 <= len(mine) <= 2 and (d in scan.reached) == any(r.exact for r in mine)
         assert all(r.steps_to_exact % 50 == 0 for r in mine if r.exact)
+
+
+def test_shrink_scan_fades_one_column_per_width():
+    task = program_task("length", 3)
+    structure = residual_structure(task.compiled)
+    check = exactness_check(task)
+    d_packed = packed_width(structure)
+    w = packed_projection(structure, d_packed)
+    recipe = GDRecipe(steps=100, check_every=50, seeds=2)
+    run, narrower = gd_fade_run(check, w, recipe, seed=0, fade_fraction=0.5)
+    assert run.d == d_packed - 1 and narrower.shape == (structure.residual_dim, d_packed - 1)
+    assert run.init == "packed_shrink" and run.steps in (50, 100)  # never checked before the fade ends
+    assert run.exact == check.is_exact(narrower) and (run.steps_to_exact or 50) >= 50
+    scan = gd_shrink_scan(check, w, recipe, patience=1, lo=d_packed - 3)
+    assert list(scan.tried) == list(range(d_packed - 1, d_packed - 1 - len(scan.tried), -1))
+    assert len(scan.tried) <= 3 and set(scan.reached) <= set(scan.tried)
+    for d in scan.tried:
+        mine = [r for r in scan.runs if r.d == d]
+        assert 1 <= len(mine) <= 2 and (d in scan.reached) == any(r.exact for r in mine)
+    if len(scan.tried) < 3:  # stopped early: the last width tried was not reached (patience 1)
+        assert scan.tried[-1] not in scan.reached
