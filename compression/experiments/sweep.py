@@ -37,6 +37,7 @@ Usage: ``python -m compression.experiments.sweep [--quick] [--programs length so
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import sys
 import time
@@ -119,6 +120,7 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     runs: list[GDRun] = []
     for key in GD_KEYS.values():
         row[f"{key}_exact"] = row[f"{key}_steps"] = row[f"{key}_tried"] = None  # not run
+    row["gd_shrink_chain_steps"] = None
     if recipe is not None:
         packed_hi = row["packed_exact"] or big_d
         # orthogonal: every d below D (d = D is the square orthogonal start, exact before training);
@@ -160,20 +162,28 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The table as GitHub markdown (``-`` where a method is not exact up to D or was not run)."""
+    """The table as GitHub markdown (``-`` where a method is not exact up to D or was not run;
+    ``none in a-b`` where a GD scan tried widths a-b and reached none)."""
     columns = ["program", "size", "D", "protected", "never_on", "random_claimed", "random_exact", "packed_claimed",
                "packed_exact", "gd_exact", "gd_steps", "gd_packed_exact", "gd_packed_steps", "gd_shrink_exact",
                "gd_shrink_steps", "pca_exact"]
     header = ["program", "n", "D", "p", "never on", "random (bound)", "random", "packed (bound)", "packed", "GD", "GD steps",
               "GD from packed", "steps", "GD shrinking packed", "steps", "PCA"]
 
-    def cell(v: Any) -> str:
+    def cell(row: dict[str, Any], column: str) -> str:
+        v = row.get(column)
         if v is None:
-            return "-"
+            tried = row.get(column.replace("_exact", "_tried")) if column.startswith("gd") else None
+            return f"none in {tried}" if column.endswith("_exact") and tried else "-"
+        if isinstance(v, str):  # read back from a CSV
+            try:
+                v = float(v)
+            except ValueError:
+                return v
         return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -207,6 +217,46 @@ def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, r
     return rates
 
 
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    with path.open(newline="") as handle:
+        return [{k: (None if v == "" else v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+def combine_runs(folders: Sequence[Path], out: Path) -> list[dict[str, Any]]:
+    """Merge the outputs of sweeps run in parts (same programs and code, different ``--gd-starts``
+    or programs) into ``out``: per (program, size) each cell is taken from the first folder that
+    filled it; curves and GD runs are pooled. Writes the table, runs, curves, plot and summary."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    runs: list[dict[str, Any]] = []
+    points: dict[tuple[str, str, str], float] = {}
+    for folder in folders:
+        for row in _read_csv(folder / "sweep.csv"):
+            merged = rows.setdefault((row["program"], row["size"]), {})
+            for k, v in row.items():
+                if merged.get(k) is None:
+                    merged[k] = v
+        if (folder / "sweep_gd_runs.csv").exists():
+            runs += _read_csv(folder / "sweep_gd_runs.csv")
+        for c in _read_csv(folder / "sweep_curves.csv"):
+            points.setdefault((c["program"], c["method"], c["d"]), float(c["sequence_accuracy"]))
+    columns = list(dict.fromkeys(k for row in rows.values() for k in row))
+    table = [{k: row.get(k) for k in columns} for row in rows.values()]
+    panels: dict[str, dict[str, list]] = {}
+    for (program, method, d), accuracy in points.items():
+        panels.setdefault(program, {}).setdefault(method, []).append((int(d), accuracy))
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "sweep.csv", table)
+    if runs:
+        write_csv(out / "sweep_gd_runs.csv", [{k: r.get(k) for k in runs[0]} for r in runs])
+    write_csv(out / "sweep_curves.csv", [{"program": p, "method": m, "d": d, "sequence_accuracy": a}
+                                         for (p, m, d), a in points.items()])
+    plots.plot_accuracy_vs_width(panels, out / "sweep_accuracy.png", "exactness vs residual width d")
+    rates = [float(r["steps_per_s"]) for r in runs if r.get("steps_per_s") not in (None, "nan")]
+    write_json(out / "sweep.json", {"combined_from": [str(f) for f in folders], "rows": table,
+                                    "gd_steps_per_s_median": float(np.median(rates)) if rates else None})
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("sweep", __doc__.splitlines()[0])
     parser.add_argument("--programs", nargs="+", default=None, help="library programs (default: all)")
@@ -223,7 +273,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "the exact packed projection shrunk one column at a time")
     parser.add_argument("--patience", type=int, default=None,
                         help=f"GD scans stop after this many unreached widths in a row (default: {DEFAULT_PATIENCE})")
+    parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="DIR",
+                        help="run nothing: merge the outputs of earlier runs (e.g. one per GD start) into --out")
     args = parser.parse_args(argv)
+    if args.combine:
+        rows = combine_runs(args.combine, args.out)
+        print(format_table(rows))
+        return 0
     programs = args.programs or (list(QUICK_PROGRAMS) if args.quick else list(EXAMPLES))
     sizes = args.sizes or (list(QUICK_SIZES) if args.quick else [5, 10])
     gd_sizes = set(args.gd_sizes if args.gd_sizes is not None else [min(sizes)])

@@ -39,3 +39,33 @@ def test_quick_sweep_writes_table_and_plot(tmp_path, capsys):
     summary = json.loads((tmp_path / "sweep.json").read_text())
     assert summary["rows"][0]["program"] == "length" and summary["gd_recipe"]["steps"] == sweep.QUICK_STEPS
     assert "| length | 3 | 11 |" in capsys.readouterr().out
+
+
+def test_combine_merges_runs_made_in_parts(tmp_path, capsys):
+    """Each cell comes from the first folder that filled it; curves and GD runs are pooled."""
+    from compression.experiments.common import write_csv
+
+    base = {"program": "length", "size": 3, "D": 11, "protected": 6, "never_on": 0, "packed_exact": 8}
+    parts = {
+        "a": ({**base, "gd_exact": 7, "gd_steps": 250.0, "gd_tried": "7-8", "gd_shrink_exact": None},
+              [("length 3/3 (D=11)", "gd", 7, 1.0), ("length 3/3 (D=11)", "packed", 8, 1.0)]),
+        "b": ({**base, "gd_exact": None, "gd_tried": None, "gd_shrink_exact": 6, "gd_shrink_steps": 500.0},
+              [("length 3/3 (D=11)", "gd_shrink", 6, 1.0), ("length 3/3 (D=11)", "packed", 8, 0.5)]),
+    }
+    for name, (row, curve) in parts.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        write_csv(folder / "sweep.csv", [row])
+        write_csv(folder / "sweep_curves.csv",
+                  [{"program": p, "method": m, "d": d, "sequence_accuracy": a} for p, m, d, a in curve])
+        write_csv(folder / "sweep_gd_runs.csv", [{"program": "length", "size": 3, "d": 7, "init": name,
+                                                  "steps_per_s": 100.0}])
+    out = tmp_path / "both"
+    assert sweep.main(["--combine", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
+    (row,) = list(csv.DictReader((out / "sweep.csv").open()))
+    assert (row["gd_exact"], row["gd_tried"], row["gd_shrink_exact"], row["gd_shrink_steps"]) == ("7", "7-8", "6", "500.0")
+    curves = {(c["method"], c["d"]): c["sequence_accuracy"] for c in csv.DictReader((out / "sweep_curves.csv").open())}
+    assert curves == {("gd", "7"): "1.0", ("packed", "8"): "1.0", ("gd_shrink", "6"): "1.0"}
+    assert [r["init"] for r in csv.DictReader((out / "sweep_gd_runs.csv").open())] == ["a", "b"]
+    assert (out / "sweep_accuracy.png").read_bytes().startswith(b"\x89PNG")
+    assert "| length | 3 | 11 | 6 | 0 | - | - | - | 8 | 7 | 250 | - | - | 6 | 500 | - |" in capsys.readouterr().out
