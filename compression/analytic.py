@@ -258,22 +258,7 @@ def packed_projection(structure: ResidualStructure, d: int, seed: int = 0) -> np
                          f"the packed projection needs d >= {p + len(needs)}")
     while sum(widths) > budget:
         widths[int(np.argmax(widths))] -= 1
-    w = _assemble(structure, needs, widths, seed)
-    return np.pad(w, ((0, 0), (0, d - w.shape[1]))).astype(np.float32)
-
-
-@functools.lru_cache(maxsize=512)
-def _code(n: int, limit: float, one_sided: bool, seed: int, k: int | None = None) -> np.ndarray:
-    """The full-margin code (``k`` None) or the best code in ``k`` dimensions; cached, read-only."""
-    code = smallest_code(n, limit, one_sided, seed) if k is None else exclusive_code(n, k, one_sided, seed)
-    code.setflags(write=False)
-    return code
-
-
-def _assemble(structure: ResidualStructure, needs: list[GroupNeed], widths: list[int], seed: int) -> np.ndarray:
-    """W with protected axes first, then each s-op's code at its width (no spare columns)."""
-    p = len(structure.protected)
-    w = np.zeros((structure.residual_dim, p + sum(widths)), np.float64)
+    w = np.zeros((structure.residual_dim, d), np.float64)
     w[list(structure.protected), np.arange(p)] = 1.0
     column = p
     for need, width in zip(needs, widths):
@@ -283,7 +268,16 @@ def _assemble(structure: ResidualStructure, needs: list[GroupNeed], widths: list
         for value, vector in zip(need.values, code):
             w[list(value), column:column + width] = vector
         column += width
-    return w
+    return w.astype(np.float32)
+
+
+@functools.lru_cache(maxsize=512)
+def _code(n: int, limit: float, one_sided: bool, seed: int, k: int | None = None) -> np.ndarray:
+    """The full-margin code (``k`` None) or the best code in ``k`` dimensions; cached (the width
+    searches rebuild the same codes at every d), read-only."""
+    code = smallest_code(n, limit, one_sided, seed) if k is None else exclusive_code(n, k, one_sided, seed)
+    code.setflags(write=False)
+    return code
 
 
 def projection(structure: ResidualStructure, method: Method, d: int, seed: int = 0) -> np.ndarray:

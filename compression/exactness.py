@@ -9,6 +9,7 @@ within half the smallest gap between reference values (they decode to the right 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +51,12 @@ class ExactnessCheck:
     def is_exact(self, w: np.ndarray | None) -> bool:
         return self.sequence_accuracy(w) == 1.0
 
+    @functools.cached_property
+    def compiled_residuals(self) -> tuple[np.ndarray, ...]:
+        """The uncompressed model's residual snapshots on the check's inputs (computed once)."""
+        model = self.task.model
+        return tuple(np.asarray(r) for r in model.forward(model.params, jnp.asarray(self.refs.ids)).residuals)
+
 
 def exactness_check(task: CompressionTask, enumerate_limit: int = 5_000, samples: int = MIN_SAMPLES,
                     seed: int = 0) -> ExactnessCheck:
@@ -75,12 +82,10 @@ def never_on(check: ExactnessCheck, atol: float = 1e-6) -> tuple[int, ...]:
     ``residual_structure(compiled, never_on=...)`` may zero them; on sampled inputs it is only an
     observation.
     """
-    model = check.task.model
-    ids = jnp.asarray(check.refs.ids)
-    real = np.asarray(ids != model.pad_id)
-    active = np.zeros(model.residual_dim, bool)
-    for snapshot in model.forward(model.params, ids).residuals:
-        active |= np.any(np.abs(np.asarray(snapshot)[real]) > atol, axis=0)
+    real = np.asarray(check.refs.ids) != check.task.model.pad_id
+    active = np.zeros(check.task.model.residual_dim, bool)
+    for snapshot in check.compiled_residuals:
+        active |= np.any(np.abs(snapshot[real]) > atol, axis=0)
     return tuple(int(i) for i in np.nonzero(~active)[0])
 
 

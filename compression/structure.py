@@ -170,8 +170,9 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
             out = _nonzero_cols(w_out)
             # A hidden unit that writes nothing (a table entry of None or 0) cannot change the
             # output whatever it reads, so its inputs do not count as read.
-            w_in = w_in[:, sorted(_nonzero_rows(w_out))] if layer.activation != "bilinear" else w_in
-            w_out = w_out[sorted(_nonzero_rows(w_out))] if layer.activation != "bilinear" else w_out
+            if layer.activation != "bilinear":
+                writing = sorted(_nonzero_rows(w_out))
+                w_in, w_out = w_in[:, writing], w_out[writing]
             reads = _nonzero_rows(w_in)
             read_any |= reads
             read_by_layers |= reads
@@ -255,8 +256,6 @@ def _classes(groups: tuple[tuple[int, ...], ...], reads: tuple[TolerantRead, ...
             factor = float(np.prod(list(largest.values())))
             for i in writes[read.layer]:
                 amplification[i] = max(amplification[i], factor)
-    if not classes:
-        return (), ()
     return tuple(classes), tuple(amplification)
 
 

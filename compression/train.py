@@ -72,7 +72,7 @@ def column_scale(d: int, fade: tuple[int, int], step: jax.Array | int) -> jax.Ar
     if not columns:
         return jnp.ones((d,), jnp.float32)
     factor = jnp.clip(1.0 - jnp.asarray(step, jnp.float32) / steps, 0.0, 1.0)
-    return jnp.concatenate([jnp.ones((d - columns,), jnp.float32), jnp.full((columns,), 1.0) * factor])
+    return jnp.concatenate([jnp.ones((d - columns,), jnp.float32), jnp.full((columns,), factor, jnp.float32)])
 
 
 def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None,
@@ -81,11 +81,13 @@ def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Arra
     ids = draw_batch(jax.random.fold_in(data_key, state.step), spec.space, spec.batch_size, pool_ids, pool_probs)
     ids = jax.lax.with_sharding_constraint(ids, spec.parallel.batch)
     model = dataclasses.replace(spec.model, params=params)
-    scale = column_scale(state.projection.shape[1], spec.fade, state.step)
+    if spec.fade[0]:  # static: runs without fading trace no scaling at all
+        scale = column_scale(state.projection.shape[1], spec.fade, state.step)
 
-    def loss(w: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-        return compression_loss(w * scale, model, ids, spec.loss)
-
+        def loss(w: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+            return compression_loss(w * scale, model, ids, spec.loss)
+    else:
+        loss = functools.partial(compression_loss, model=model, ids=ids, config=spec.loss)
     (_, parts), grads = jax.value_and_grad(loss, has_aux=True)(state.projection)
     optimizer = make_optimizer(spec.optimizer, spec.total_steps)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.projection)
@@ -104,7 +106,7 @@ def _run_chunk(state: TrainState, params: Any, data_key: jax.Array, pool: tuple[
 class TrainResult:
     """Outcome of :meth:`Compressor.train`."""
 
-    projection: np.ndarray  # [D, d]
+    projection: np.ndarray  # [D, d], as the model uses it (faded columns scaled, see TrainConfig.fade_columns)
     history: dict[str, np.ndarray]  # per-step "out", "layer", "total" losses from step 0
     steps_done: int
     wall_time_s: float  # time spent in this call (compilation included)
@@ -155,6 +157,8 @@ class Compressor:
     def effective_projection(self, state: TrainState) -> np.ndarray:
         """The W the model uses at ``state``'s step: faded columns scaled (see ``TrainConfig.fade_columns``)."""
         w = np.asarray(state.projection)
+        if not self.spec.fade[0]:
+            return w
         return w * np.asarray(column_scale(w.shape[1], self.spec.fade, int(state.step)))
 
     def _place(self, state: TrainState) -> TrainState:
@@ -237,7 +241,7 @@ class Compressor:
             bar.close()
         if directory is not None and saved_step != step:
             self.save(directory, state, rows)
-        return TrainResult(np.asarray(state.projection), _history(rows), step,
+        return TrainResult(self.effective_projection(state), _history(rows), step,
                            time.perf_counter() - start_time, step >= total)
 
     def save(self, directory: str | Path, state: TrainState, rows: list[np.ndarray]) -> Path:

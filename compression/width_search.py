@@ -63,10 +63,8 @@ def pca_projection(check: ExactnessCheck, d: int) -> np.ndarray:
     """PCA (uncentred, so the constant ``one`` direction survives) of the compiled residual
     snapshots on the check's inputs."""
     model = check.task.model
-    ids = jnp.asarray(check.refs.ids)
-    residuals = [np.asarray(r) for r in model.forward(model.params, ids).residuals]
-    mask = np.asarray(position_mask(ids, model.bos_id, model.pad_id))
-    return pca_baseline(residuals, mask, d, center=False).projection
+    mask = np.asarray(position_mask(jnp.asarray(check.refs.ids), model.bos_id, model.pad_id))
+    return pca_baseline(check.compiled_residuals, mask, d, center=False).projection
 
 
 def pca_exact_width(check: ExactnessCheck) -> int | None:
@@ -160,8 +158,7 @@ def gd_fade_run(check: ExactnessCheck, w: np.ndarray, recipe: GDRecipe = GDRecip
     _, _, vt = np.linalg.svd(w, full_matrices=False)
     rotated = (w @ vt.T).astype(np.float32)  # strongest direction first
     config = dataclasses.replace(recipe.train_config(w.shape[1], seed), fade_columns=1, fade_fraction=fade_fraction)
-    run, final = _train_until_exact(check, config, rotated, "packed_shrink")
-    return run, final
+    return _train_until_exact(check, config, rotated, "packed_shrink")
 
 
 def _train_until_exact(check: ExactnessCheck, config: TrainConfig, initial: np.ndarray | None,
@@ -202,27 +199,23 @@ def _train_until_exact(check: ExactnessCheck, config: TrainConfig, initial: np.n
 
 
 def gd_shrink_scan(check: ExactnessCheck, w: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
-                   patience: int = 2, lo: int = 1, fade_fraction: float = SHRINK_FADE) -> "GDScan":
-    """GD from an exact W downwards one width at a time (:func:`gd_fade_run`): each width starts
-    from the previous width's W (the exact one when a seed reached it, else the last seed's), and
-    the scan stops after ``patience`` unreached widths in a row or at ``lo``."""
-    if patience < 1:
-        raise ValueError(f"patience must be >= 1, got {patience}")
+                   patience: int = 2, lo: int = 1, fade_fraction: float = SHRINK_FADE) -> GDScan:
+    """GD from an exact W downwards one width at a time (:func:`gd_fade_run`, :func:`scan_down`):
+    each width starts from the previous width's W (the exact one when a seed reached it, else the
+    last seed's), and the scan stops after ``patience`` unreached widths in a row or at ``lo``."""
     runs: list[GDRun] = []
-    tried: list[int] = []
-    reached: list[int] = []
-    misses = 0
-    while w.shape[1] - 1 >= max(lo, 1) and misses < patience:
-        tried.append(w.shape[1] - 1)
+    current = [np.asarray(w)]
+
+    def reaches(d: int) -> bool:
         for k in range(recipe.seeds):
-            run, narrower = gd_fade_run(check, w, recipe, seed + k, fade_fraction)
+            run, narrower = gd_fade_run(check, current[0], recipe, seed + k, fade_fraction)
             runs.append(run)
             if run.exact:
                 break
-        if run.exact:
-            reached.append(run.d)
-        misses = 0 if run.exact else misses + 1
-        w = narrower
+        current[0] = narrower
+        return run.exact
+
+    tried, reached = scan_down(range(current[0].shape[1] - 1, max(lo, 1) - 1, -1), reaches, patience)
     return GDScan("packed_shrink", tuple(tried), tuple(reached), tuple(runs))
 
 

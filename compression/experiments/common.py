@@ -86,6 +86,12 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     return atomic_write_text(path, buffer.getvalue())
 
 
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """Rows written by :func:`write_csv`, as dicts of strings (empty cells, written for None, as None)."""
+    with path.open(newline="") as handle:
+        return [{k: (None if v == "" else v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
 def comparison_table(rows: Iterable[tuple[str, str, str]]) -> str:
     """A three-column text table: quantity, the paper's number, ours."""
     rows = [("quantity", "paper", "ours")] + [tuple(map(str, r)) for r in rows]

@@ -37,7 +37,6 @@ Usage: ``python -m compression.experiments.sweep [--quick] [--programs length so
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import sys
 import time
@@ -50,7 +49,7 @@ from compiler.cli.examples import EXAMPLES
 from compression import plots
 from compression.analytic import min_width, packed_width, projection
 from compression.config import GDRecipe
-from compression.experiments.common import base_parser, environment, write_csv, write_json
+from compression.experiments.common import base_parser, environment, read_csv, write_csv, write_json
 from compression.exactness import exactness_check, never_on
 from compression.structure import residual_structure
 from compression.task import CompressionTask, make_task
@@ -217,11 +216,6 @@ def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, r
     return rates
 
 
-def _read_csv(path: Path) -> list[dict[str, Any]]:
-    with path.open(newline="") as handle:
-        return [{k: (None if v == "" else v) for k, v in row.items()} for row in csv.DictReader(handle)]
-
-
 def combine_runs(folders: Sequence[Path], out: Path) -> list[dict[str, Any]]:
     """Merge the outputs of sweeps run in parts (same programs and code, different ``--gd-starts``
     or programs) into ``out``: per (program, size) each cell is taken from the first folder that
@@ -230,14 +224,14 @@ def combine_runs(folders: Sequence[Path], out: Path) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
     points: dict[tuple[str, str, str], float] = {}
     for folder in folders:
-        for row in _read_csv(folder / "sweep.csv"):
+        for row in read_csv(folder / "sweep.csv"):
             merged = rows.setdefault((row["program"], row["size"]), {})
             for k, v in row.items():
                 if merged.get(k) is None:
                     merged[k] = v
         if (folder / "sweep_gd_runs.csv").exists():
-            runs += _read_csv(folder / "sweep_gd_runs.csv")
-        for c in _read_csv(folder / "sweep_curves.csv"):
+            runs += read_csv(folder / "sweep_gd_runs.csv")
+        for c in read_csv(folder / "sweep_curves.csv"):
             points.setdefault((c["program"], c["method"], c["d"]), float(c["sequence_accuracy"]))
     columns = list(dict.fromkeys(k for row in rows.values() for k in row))
     table = [{k: row.get(k) for k in columns} for row in rows.values()]

@@ -1,14 +1,17 @@
 """Training on the hand-built fake: determinism, learning, checkpoint and resume."""
 
+import dataclasses
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import compression_fake as fake
 from compression import checkpoint
 from compression.config import OptimizerConfig, TrainConfig
-from compression.train import Compressor
+from compression.losses import compression_loss
+from compression.train import Compressor, column_scale
 
 CONFIG = TrainConfig(d=10, steps=120, batch_size=32, chunk_size=20, seed=7, optimizer=OptimizerConfig(lr_init=1e-2))
 
@@ -103,13 +106,6 @@ def test_checkpoint_written_before_new_config_fields_still_resumes(tmp_path):
 
 def test_faded_columns_fall_to_zero_and_stop_counting():
     """``fade_columns``: the last columns enter the loss scaled by 1 - step / fade_steps, then 0."""
-    import dataclasses
-
-    import jax.numpy as jnp
-
-    from compression.losses import compression_loss
-    from compression.train import column_scale
-
     config = dataclasses.replace(CONFIG, fade_columns=2, fade_fraction=0.5)
     assert config.fade_steps == 60
     np.testing.assert_allclose(np.asarray(column_scale(10, (2, 60), 15)), [1.0] * 8 + [0.75, 0.75])
@@ -117,6 +113,7 @@ def test_faded_columns_fall_to_zero_and_stop_counting():
     np.testing.assert_array_equal(np.asarray(column_scale(4, (0, 0), 5)), np.ones(4))
     compressor = Compressor(MODEL, fake.input_space(), config)
     result = compressor.train(progress=False)
+    assert np.all(result.projection[:, 8:] == 0)  # the result is the W the model uses
     state = compressor.init_state()._replace(projection=jnp.asarray(result.projection),
                                              step=jnp.asarray(config.steps, jnp.int32))
     effective = compressor.effective_projection(state)
