@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from compiler import CompilerError, compile_rasp  # noqa: E402
-from compiler.cli.examples import EXAMPLES  # noqa: E402
+from compiler.examples import EXAMPLES  # noqa: E402
 from compiler.fuzzing.differential import same_value  # noqa: E402
 from compiler.model.config import AttentionSpec, MLPSpec  # noqa: E402
 from compiler.model.weights import parameter_counts  # noqa: E402
@@ -39,7 +39,7 @@ COLD_SNIPPET = """
 import sys, time
 sys.path.insert(0, {root!r})
 from compiler import compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 example = EXAMPLES[{name!r}]
 program = example.build({n})
 start = time.perf_counter()

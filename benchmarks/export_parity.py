@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from compiler.compiling import compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 from compiler.io.export import export_weights, numpy_forward, to_transformer_lens
 from rasp import rasp
 

@@ -26,7 +26,7 @@ import json, resource, statistics, sys, time
 sys.path.insert(0, {root!r})
 import jax, jax.numpy as jnp, numpy as np
 from compiler import compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 
 def rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB

@@ -17,12 +17,12 @@ from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.model.from_craft import model_from_craft
-from compiler.passes import assemble, graph as g
+from compiler.passes import assemble, nodes
+from compiler.passes import graph as g
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.lower import LoweringOptions, lower, output_space
-from compiler.passes.numerical_maps import NUMERICAL_FIT
 from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
@@ -108,7 +108,7 @@ def compile_rasp(
 
     # Embeddings, then weights and the Haiku model (the one path from Craft blocks to Haiku).
     encoder = InputEncoder(tokens, compiler_bos, compiler_pad, max_seq_len)
-    sink = graph.graph["sink"]
+    sink = graph.graph[nodes.SINK]
     out_space = output_space(graph, sink)
     numerical_output = g.is_numerical(graph, sink)
     haiku = model_from_craft(
@@ -127,9 +127,9 @@ def compile_rasp(
     )
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
     map_errors = {
-        label: (data[NUMERICAL_FIT].construction, data[NUMERICAL_FIT].error)
+        label: (data[nodes.NUMERICAL_FIT].construction, data[nodes.NUMERICAL_FIT].error)
         for label, data in graph.nodes(data=True)
-        if NUMERICAL_FIT in data
+        if nodes.NUMERICAL_FIT in data
     }
     return CompiledModel(
         numerical_error_bound=max((error for _, error in map_errors.values()), default=0.0),

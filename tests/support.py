@@ -83,7 +83,7 @@ not_a_program = 3
 def example_model(name: str, causal: bool = False, optimize: bool = True) -> CompiledModel:
     """A library example compiled with its default vocabulary and length."""
     from compiler import compile_rasp
-    from compiler.cli.examples import EXAMPLES
+    from compiler.examples import EXAMPLES
 
     example = EXAMPLES[name]
     program = example.build(example.max_seq_len)
@@ -91,7 +91,7 @@ def example_model(name: str, causal: bool = False, optimize: bool = True) -> Com
 
 
 def example_tokens(name: str) -> list:
-    from compiler.cli.examples import EXAMPLES
+    from compiler.examples import EXAMPLES
 
     return ["BOS", *EXAMPLES[name].example_input]
 

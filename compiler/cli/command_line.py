@@ -15,7 +15,7 @@ from typing import Any
 
 from compiler.cli.args import ProgramError, UsageError, load_program, parse_input, parse_vocab
 from compiler.errors import CompilerError
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 
 PROG = "tracr-compile"
 

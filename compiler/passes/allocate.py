@@ -26,6 +26,7 @@ import networkx as nx
 import numpy as np
 
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from craft.blocks import Block, combine_in_parallel
 
 # An allocator maps the lowered graph to {label: sub-layer index of the node's *last* block}.
@@ -42,7 +43,7 @@ def longest_path(graph: nx.DiGraph) -> dict[str, int]:
     """ASAP schedule: each node in the first sub-layer of its kind after all of its inputs."""
     ready: dict[str, int] = {}
     for label in g.sop_nodes(graph):
-        kind = graph.nodes[label][g.KIND]
+        kind = graph.nodes[label][nodes.KIND]
         if kind.embedded:
             ready[label] = -1
             continue
@@ -76,13 +77,13 @@ def milp_schedule(graph: nx.DiGraph) -> dict[str, int]:
     """
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    ready = {label: -1 for label in g.sop_nodes(graph) if graph.nodes[label][g.KIND].embedded}
+    ready = {label: -1 for label in g.sop_nodes(graph) if graph.nodes[label][nodes.KIND].embedded}
     computing = [label for label in g.sop_nodes(graph) if label not in ready]
     if not computing:
         return ready
     column = {label: i for i, label in enumerate(computing)}
     n = len(computing)
-    shape = {label: _sublayer_kind(graph.nodes[label][g.KIND]) for label in computing}
+    shape = {label: _sublayer_kind(graph.nodes[label][nodes.KIND]) for label in computing}
     rows, lower = [], []
     for label in computing:
         parity, blocks = shape[label]
@@ -130,13 +131,13 @@ def place_blocks(graph: nx.DiGraph, allocator: Allocator = longest_path) -> list
     schedule = allocator(graph)
     placed: dict[int, list] = {}
     for label in g.sop_nodes(graph):
-        blocks = graph.nodes[label].get(g.BLOCKS, ())
+        blocks = graph.nodes[label].get(nodes.BLOCKS, ())
         first = schedule[label] - (len(blocks) - 1)
         for offset, (parity, block) in enumerate(blocks):
             index = first + offset
             if index % 2 != parity:  # pragma: no cover - the allocator guarantees parity
                 raise AssertionError(f"{label}: block placed in a sub-layer of the wrong kind")
             placed.setdefault(index, []).append(block)
-        graph.nodes[label][g.LAYER] = schedule[label] // 2 if blocks else None
+        graph.nodes[label][nodes.LAYER] = schedule[label] // 2 if blocks else None
     count = max(placed, default=-1) + 1
     return [combine_in_parallel(placed[i]) if i in placed else None for i in range(count)]

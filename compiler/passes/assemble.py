@@ -28,6 +28,7 @@ from scipy import sparse
 
 from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from compiler.passes.qk_factor import sparse_factors
 from craft.bases import ONE, TOKENS_NAME, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, Block, MultiAttentionHead
@@ -50,7 +51,7 @@ def residual_space(
 ) -> VectorSpaceWithBasis:
     """The residual stream: `one`, BOS, PAD, every s-op's subspace and every block's input and
     output spaces, joined (sorted, so the same program always gets the same layout)."""
-    spaces = [graph.nodes[label][g.OUTPUT_SPACE] for label in g.sop_nodes(graph)]
+    spaces = [graph.nodes[label][nodes.OUTPUT_SPACE] for label in g.sop_nodes(graph)]
     for block in sublayers:
         if block is not None:
             spaces += [block.input_space, block.output_space]
@@ -80,7 +81,7 @@ def embeddings(
     token[pad_id, residual.index(BasisDirection(TOKENS_NAME, pad))] = 1.0
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
-        kind, expr = node[g.KIND], node[g.EXPR]
+        kind, expr = node[nodes.KIND], node[nodes.EXPR]
         numerical = g.is_numerical(graph, label)
         if kind is g.NodeKind.TOKENS:
             for token_value in vocab:

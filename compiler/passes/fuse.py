@@ -13,6 +13,7 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from rasp.functions import Composed
 
 
@@ -20,17 +21,17 @@ def fuse_elementwise(graph: nx.DiGraph) -> nx.DiGraph:
     """A copy of `graph` in which `Map(f, X)` is fused into `X` when X is a Map or a
     categorical SequenceMap read only by that Map (repeated until nothing fuses)."""
     graph = graph.copy()
-    sink = graph.graph["sink"]
+    sink = graph.graph[nodes.SINK]
     changed = True
     while changed:
         changed = False
         for label in g.sop_nodes(graph):
-            if graph.nodes[label][g.KIND] is not g.NodeKind.MAP:
+            if graph.nodes[label][nodes.KIND] is not g.NodeKind.MAP:
                 continue
             (inner,) = g.operation(graph, label)[1]
             inner_node = graph.nodes[inner]
-            fusable = inner_node[g.KIND] is g.NodeKind.MAP or (
-                inner_node[g.KIND] is g.NodeKind.SEQUENCE_MAP
+            fusable = inner_node[nodes.KIND] is g.NodeKind.MAP or (
+                inner_node[nodes.KIND] is g.NodeKind.SEQUENCE_MAP
                 and not any(g.is_numerical(graph, i) for i in g.operation(graph, inner)[1])
             )
             if not fusable or inner == sink or list(graph.successors(inner)) != [label]:
@@ -38,10 +39,10 @@ def fuse_elementwise(graph: nx.DiGraph) -> nx.DiGraph:
             outer_f, _ = g.operation(graph, label)
             inner_f, inputs = g.operation(graph, inner)
             node = graph.nodes[label]
-            node[g.FN] = Composed(outer_f, inner_f)  # keeps RASP's None propagation
-            node[g.INPUTS] = inputs
-            node[g.KIND] = inner_node[g.KIND]
-            node[g.FUSED] = tuple(inner_node.get(g.FUSED, ())) + (inner,)
+            node[nodes.FN] = Composed(outer_f, inner_f)  # keeps RASP's None propagation
+            node[nodes.INPUTS] = inputs
+            node[nodes.KIND] = inner_node[nodes.KIND]
+            node[nodes.FUSED] = tuple(inner_node.get(nodes.FUSED, ())) + (inner,)
             graph.remove_node(inner)
             for source in inputs:
                 graph.add_edge(source, label)

@@ -2,7 +2,7 @@
 
 One node per RASP expression (s-ops and selectors), keyed by its label, made unique first
 (`compiler.passes.relabel`: a second expression with a taken name becomes `name_2`; the node's
-`NAME` attribute keeps the user's name); an edge runs from each child to the expression that
+`nodes.NAME` attribute keeps the user's name); an edge runs from each child to the expression that
 reads it. Later passes add node attributes (value set, output space, Craft blocks, layer); this
 pass records only the expression and its `NodeKind`. The queries at the end (`node_inputs`,
 `operation`, `sop_space`, ...) are how later passes read a node.
@@ -17,28 +17,11 @@ from typing import Any
 import networkx as nx
 
 from compiler.errors import UnsupportedProgramError
-from compiler.passes import selectors
+from compiler.passes import nodes, selectors
 from compiler.passes.primitives import expand_length
 from compiler.passes.relabel import unique_labels
 from craft.bases import INDICES_NAME, TOKENS_NAME, BasisDirection, VectorSpaceWithBasis
 from rasp import rasp
-
-# Node attribute names, shared by every pass.
-EXPR = "expr"
-KIND = "kind"
-VALUE_SET = "value_set"
-NULLABLE = "nullable"
-BY_POSITION = "by_position"
-OUTPUT_SPACE = "output_space"
-BLOCKS = "blocks"
-LAYER = "layer"
-USES_LENGTH = "uses_length"  # graph attribute: the program reads rasp.length
-NAME = "name"  # the user's label (node keys get a suffix where two expressions share it)
-# Set on nodes rewritten by fusion (`compiler.passes.fuse`, `compiler.passes.optimize`): the
-# node's function, the labels it reads, and the labels of the nodes it absorbed.
-FN = "fn"
-INPUTS = "inputs"
-FUSED = "fused"
 
 
 class NodeKind(enum.Enum):
@@ -109,7 +92,7 @@ def expression_kind(expr: rasp.RASPExpr) -> NodeKind:
 
 
 def trace(program: rasp.SOp) -> nx.DiGraph:
-    """Return the expression graph of `program`; `graph.graph["sink"]` is the output's label."""
+    """Return the expression graph of `program`; `graph.graph[nodes.SINK]` is the output's label."""
     if not isinstance(program, rasp.SOp):
         raise UnsupportedProgramError(
             [f"the program must be an s-op, got {type(program).__name__} ({program!r}); "
@@ -117,28 +100,28 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
         )
     program, uses_length = expand_length(program)
     program, user_names = unique_labels(program)
-    graph = nx.DiGraph(sink=program.label, **{USES_LENGTH: uses_length})
+    graph = nx.DiGraph(**{nodes.SINK: program.label, nodes.USES_LENGTH: uses_length})
     stack = [program]
     while stack:
         expr = stack.pop()
         existing = graph.nodes.get(expr.label)
-        if existing is not None and EXPR in existing:
-            if existing[EXPR] is not expr:
+        if existing is not None and nodes.EXPR in existing:
+            if existing[nodes.EXPR] is not expr:
                 raise UnsupportedProgramError(
                     [f"two different expressions share the label {expr.label!r}; "
                      "give each a distinct name with .named(...)"]
                 )
             continue
         name = user_names.get(expr.label, expr.label)
-        graph.add_node(expr.label, **{EXPR: expr, KIND: expression_kind(expr), NAME: name})
+        graph.add_node(expr.label, **{nodes.EXPR: expr, nodes.KIND: expression_kind(expr), nodes.NAME: name})
         for child in expr.children:
             graph.add_edge(child.label, expr.label)
             stack.append(child)
     # A ConstantSelector compares positions: its head reads `indices`, a child it does not list.
     for label, data in list(graph.nodes(data=True)):
-        if data[KIND] is NodeKind.CONSTANT_SELECTOR:
+        if data[nodes.KIND] is NodeKind.CONSTANT_SELECTOR:
             if INDICES_NAME not in graph:
-                graph.add_node(INDICES_NAME, **{EXPR: rasp.indices, KIND: NodeKind.INDICES, NAME: INDICES_NAME})
+                graph.add_node(INDICES_NAME, **{nodes.EXPR: rasp.indices, nodes.KIND: NodeKind.INDICES, nodes.NAME: INDICES_NAME})
             graph.add_edge(INDICES_NAME, label)
     if TOKENS_NAME not in graph:
         raise UnsupportedProgramError(
@@ -147,7 +130,7 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
         )
     if not nx.is_directed_acyclic_graph(graph):  # pragma: no cover - RASP builds DAGs only
         raise UnsupportedProgramError(["the expression graph has a cycle"])
-    graph.graph["sources"] = tuple(
+    graph.graph[nodes.SOURCES] = tuple(
         label for label in (TOKENS_NAME, INDICES_NAME) if label in graph
     )
     return graph
@@ -158,7 +141,7 @@ def sop_nodes(graph: nx.DiGraph) -> list[str]:
     return [
         label
         for label in nx.lexicographical_topological_sort(graph)
-        if isinstance(graph.nodes[label][EXPR], rasp.SOp)
+        if isinstance(graph.nodes[label][nodes.EXPR], rasp.SOp)
     ]
 
 
@@ -166,7 +149,7 @@ def consumers(graph: nx.DiGraph, label: str) -> list[str]:
     """S-op nodes that read `label`, looking through selectors."""
     found: list[str] = []
     for succ in graph.successors(label):
-        if isinstance(graph.nodes[succ][EXPR], rasp.SOp):
+        if isinstance(graph.nodes[succ][nodes.EXPR], rasp.SOp):
             found.append(succ)
         else:
             found.extend(consumers(graph, succ))
@@ -176,10 +159,10 @@ def consumers(graph: nx.DiGraph, label: str) -> list[str]:
 def node_inputs(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
     """The s-op labels a node reads (through its selector, for attention nodes)."""
     node = graph.nodes[label]
-    if INPUTS in node:
-        return tuple(node[INPUTS])
-    expr = node[EXPR]
-    kind = node[KIND]
+    if nodes.INPUTS in node:
+        return tuple(node[nodes.INPUTS])
+    expr = node[nodes.EXPR]
+    kind = node[nodes.KIND]
     if kind.embedded:
         return ()
     if kind is NodeKind.MAP:
@@ -196,14 +179,14 @@ def node_inputs(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
 def operation(graph: nx.DiGraph, label: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
     """An elementwise node's function and the labels it reads, after any fusion."""
     node = graph.nodes[label]
-    if FN in node:
-        return node[FN], tuple(node[INPUTS])
-    return node[EXPR].f, node_inputs(graph, label)
+    if nodes.FN in node:
+        return node[nodes.FN], tuple(node[nodes.INPUTS])
+    return node[nodes.EXPR].f, node_inputs(graph, label)
 
 
 def is_numerical(graph: nx.DiGraph, label: str) -> bool:
     """Whether the s-op `label` is numerically encoded (one direction) rather than one-hot."""
-    return rasp.is_numerical(graph.nodes[label][EXPR])
+    return rasp.is_numerical(graph.nodes[label][nodes.EXPR])
 
 
 def sop_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
@@ -211,7 +194,7 @@ def sop_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
     node = graph.nodes[label]
     if is_numerical(graph, label):
         return VectorSpaceWithBasis((BasisDirection(label),))
-    return VectorSpaceWithBasis.from_values(label, node[VALUE_SET])
+    return VectorSpaceWithBasis.from_values(label, node[nodes.VALUE_SET])
 
 
 def hidden_name(label: str) -> str:

@@ -15,17 +15,16 @@ import networkx as nx
 import numpy as np
 
 from compiler.passes import graph as g
-from compiler.passes import selectors
-from compiler.passes.numerical_maps import NUMERICAL_FIT, NUMERICAL_FITS, Diagonal, fit_numerical_map
+from compiler.passes import nodes, selectors
+from compiler.passes.numerical_maps import Diagonal, fit_numerical_map
 from compiler.passes.optimize import fold_maps
-from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
-from compiler.passes.optimize.prune_tables import PAIRS as TABLE_PAIRS
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
 from craft.maps import BilinearMap, FactoredBilinearMap, sum_matrices
 from rasp import rasp
 from rasp.functions import Composed
+
 
 @dataclasses.dataclass(frozen=True)
 class LoweringOptions:
@@ -49,9 +48,9 @@ class LoweringOptions:
 def output_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
     """The residual subspace an s-op owns (`graph.sop_space`), kept on the node as `OUTPUT_SPACE`."""
     node = graph.nodes[label]
-    if g.OUTPUT_SPACE not in node:
-        node[g.OUTPUT_SPACE] = g.sop_space(graph, label)
-    return node[g.OUTPUT_SPACE]
+    if nodes.OUTPUT_SPACE not in node:
+        node[nodes.OUTPUT_SPACE] = g.sop_space(graph, label)
+    return node[nodes.OUTPUT_SPACE]
 
 
 def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
@@ -67,16 +66,16 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
             in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space
         )
     if numerical_out:
-        fit = graph.graph.get(NUMERICAL_FITS, {}).get(label)
+        fit = graph.graph.get(nodes.NUMERICAL_FITS, {}).get(label)
         if fit is None or options.bos not in fit.mlp.input_space or options.mlp_exactness != 100:
             fit = fit_numerical_map(graph, label, options.mlp_exactness, options.bos)
-        graph.nodes[label][NUMERICAL_FIT] = fit
+        graph.nodes[label][nodes.NUMERICAL_FIT] = fit
         return fit.mlp
     return numerical_mlp.map_numerical_to_categorical_mlp(
         fn,
         in_space,
         out_space,
-        graph.nodes[inner][g.VALUE_SET],
+        graph.nodes[inner][nodes.VALUE_SET],
         options.one_space,
         options.bos_space,
         exactness=options.mlp_exactness,
@@ -89,15 +88,15 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
     fn, (fst, snd) = g.operation(graph, label)
     out_space = output_space(graph, label)
     linear = (
-        node[g.KIND] is g.NodeKind.LINEAR_SEQUENCE_MAP
+        node[nodes.KIND] is g.NodeKind.LINEAR_SEQUENCE_MAP
         and g.is_numerical(graph, fst)
         and g.is_numerical(graph, label)
     )
     if fst == snd and not linear:  # f(x, x) reads one s-op: a Map
-        node[g.FN], node[g.INPUTS] = Diagonal(fn), (fst,)
+        node[nodes.FN], node[nodes.INPUTS] = Diagonal(fn), (fst,)
         return _lower_map(graph, label, options)
     if linear:  # exact, and no discretisation error even when fst == snd
-        expr = node[g.EXPR]
+        expr = node[nodes.EXPR]
         return numerical_mlp.linear_sequence_map_numerical_mlp(
             output_space(graph, fst),
             output_space(graph, snd),
@@ -113,7 +112,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
         fn,
         options.one_space,
         hidden_name=g.hidden_name(label),
-        pairs=node.get(TABLE_PAIRS),
+        pairs=node.get(nodes.TABLE_PAIRS),
     )
 
 
@@ -145,11 +144,11 @@ def direct_attention(
 def _lower_aggregate(
     graph: nx.DiGraph, label: str, options: LoweringOptions
 ) -> AttentionHead | MultiAttentionHead:
-    expr = graph.nodes[label][g.EXPR]
-    folds = graph.nodes[label].get(fold_maps.FOLDED, {})
+    expr = graph.nodes[label][nodes.EXPR]
+    folds = graph.nodes[label].get(nodes.FOLDED_MAPS, {})
     direct, n_terms = direct_attention(graph, expr.selector, folds)
     out_space = output_space(graph, label)
-    written = graph.nodes[label].get(FOLDED_OUTPUT)  # a Map of this head's output, folded in
+    written = graph.nodes[label].get(nodes.FOLDED_OUTPUT)  # a Map of this head's output, folded in
     if expr.sop.label in folds or written is not None:
         inner, fn = expr.sop.label, None
         if expr.sop.label in folds:
@@ -183,7 +182,7 @@ def _lower_aggregate(
 def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis) -> np.ndarray | None:
     """The output row an Aggregate's BOS key must carry for its default (None: no default to
     write, i.e. default 0 / None, or a selector that always selects)."""
-    expr = graph.nodes[label][g.EXPR]
+    expr = graph.nodes[label][nodes.EXPR]
     if not needs_bos_default(graph, label):
         return None
     row = np.zeros(out_space.num_dims)
@@ -196,7 +195,7 @@ def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis)
 
 def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
     """Whether an Aggregate's default must be written by its head (BOS carries it)."""
-    expr = graph.nodes[label][g.EXPR]
+    expr = graph.nodes[label][nodes.EXPR]
     if g.is_numerical(graph, label):
         if expr.default == 0:
             return False
@@ -204,7 +203,7 @@ def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
         return False
     try:
         leaves = selectors.conjunction(expr.selector)
-        folds = graph.nodes[label].get(fold_maps.FOLDED)
+        folds = graph.nodes[label].get(nodes.FOLDED_MAPS)
         if folds:  # the head reads the folded Maps' inputs, through composed predicates
             leaves = fold_maps.fold_leaves(leaves, folds)
         return not selectors.always_selects(graph, label, leaves)
@@ -215,8 +214,8 @@ def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
 def _lower_selector_width(
     graph: nx.DiGraph, label: str, options: LoweringOptions
 ) -> tuple[AttentionHead, MLP]:
-    expr = graph.nodes[label][g.EXPR]
-    direct, n_terms = direct_attention(graph, expr.selector, graph.nodes[label].get(fold_maps.FOLDED))
+    expr = graph.nodes[label][nodes.EXPR]
+    direct, n_terms = direct_attention(graph, expr.selector, graph.nodes[label].get(nodes.FOLDED_MAPS))
     return selector_width.selector_width(
         direct,
         n_terms,
@@ -235,7 +234,7 @@ def lower(graph: nx.DiGraph, options: LoweringOptions) -> None:
     """Give every s-op node its `OUTPUT_SPACE` and every computing node its `BLOCKS`."""
     for label in g.sop_nodes(graph):
         output_space(graph, label)
-        kind = graph.nodes[label][g.KIND]
+        kind = graph.nodes[label][nodes.KIND]
         if kind.embedded:
             blocks: tuple = ()
         elif kind is g.NodeKind.MAP:
@@ -249,4 +248,4 @@ def lower(graph: nx.DiGraph, options: LoweringOptions) -> None:
             blocks = ((0, head), (1, mlp))
         else:  # pragma: no cover - graph.expression_kind admits nothing else for s-ops
             raise AssertionError(kind)
-        graph.nodes[label][g.BLOCKS] = blocks
+        graph.nodes[label][nodes.BLOCKS] = blocks

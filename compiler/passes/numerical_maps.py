@@ -2,7 +2,7 @@
 
 Validation builds each such Map's MLP (`craft.chamber.numerical_fit`) and measures its error on
 the input's value set, refusing Maps above the tolerance; lowering reuses the fit it measured
-(`NUMERICAL_FITS` on the graph) instead of building it twice.
+(`nodes.NUMERICAL_FITS` on the graph) instead of building it twice.
 """
 
 from __future__ import annotations
@@ -14,14 +14,9 @@ from typing import Any
 import networkx as nx
 
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis
 from craft.chamber import numerical_fit
-
-# Node attribute of a numerical -> numerical Map: its `NumericalMapFit` (construction, error).
-NUMERICAL_FIT = "numerical_fit"
-# Graph attribute: {label: NumericalMapFit} measured by validation, reused by lowering when it
-# was built for the same BOS direction.
-NUMERICAL_FITS = "numerical_fits"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +32,7 @@ class Diagonal:
 def numerical_map_operation(graph: nx.DiGraph, label: str) -> tuple[Callable, str] | None:
     """`(f, input label)` when the (fused) node lowers to a numerical -> numerical Map MLP."""
     node = graph.nodes[label]
-    if node[g.KIND] not in (g.NodeKind.MAP, g.NodeKind.SEQUENCE_MAP) or not g.is_numerical(graph, label):
+    if node[nodes.KIND] not in (g.NodeKind.MAP, g.NodeKind.SEQUENCE_MAP) or not g.is_numerical(graph, label):
         return None
     fn, inputs = g.operation(graph, label)
     if len(set(inputs)) != 1 or not g.is_numerical(graph, inputs[0]):
@@ -59,7 +54,7 @@ def fit_numerical_map(
         fn,
         g.sop_space(graph, inner),
         g.sop_space(graph, label),
-        graph.nodes[inner][g.VALUE_SET],
+        graph.nodes[inner][nodes.VALUE_SET],
         VectorSpaceWithBasis((ONE,)),
         VectorSpaceWithBasis((bos,)),
         exactness=mlp_exactness,

@@ -30,9 +30,9 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from compiler.passes import graph as g
-from compiler.passes import selectors
 from compiler.errors import UnsupportedProgramError
+from compiler.passes import graph as g
+from compiler.passes import nodes, selectors
 from craft.bases import INDICES_NAME
 from rasp import rasp
 
@@ -53,7 +53,7 @@ def infer_positional(
 
     `call(expr, f, args)` evaluates a user function with the plain inference's error handling.
     """
-    expr, kind = node[g.EXPR], node[g.KIND]
+    expr, kind = node[nodes.EXPR], node[nodes.KIND]
     L = max_seq_len
     if kind is g.NodeKind.TOKENS:
         return (frozenset(vocab),) * L, False
@@ -65,12 +65,12 @@ def infer_positional(
         inner = _positions(graph, expr.inner.label)
         if inner is None:
             return None
-        return _map(expr, inner, graph.nodes[expr.inner.label][g.NULLABLE], call)
+        return _map(expr, inner, graph.nodes[expr.inner.label][nodes.NULLABLE], call)
     if kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         fst, snd = _positions(graph, expr.fst.label), _positions(graph, expr.snd.label)
         if fst is None or snd is None:
             return None
-        nullable = graph.nodes[expr.fst.label][g.NULLABLE] or graph.nodes[expr.snd.label][g.NULLABLE]
+        nullable = graph.nodes[expr.fst.label][nodes.NULLABLE] or graph.nodes[expr.snd.label][nodes.NULLABLE]
         return _sequence_map(expr, fst, snd, nullable, call)
     if kind is g.NodeKind.AGGREGATE:
         return _aggregate(graph, expr, L)
@@ -78,7 +78,7 @@ def infer_positional(
 
 
 def _positions(graph: nx.DiGraph, label: str) -> PositionSets | None:
-    return graph.nodes[label].get(g.BY_POSITION)
+    return graph.nodes[label].get(nodes.BY_POSITION)
 
 
 def _map(expr: rasp.Map, inner: PositionSets, nullable: bool, call: Callable) -> tuple[PositionSets, bool]:
@@ -158,7 +158,7 @@ def _aggregate(graph: nx.DiGraph, expr: rasp.Aggregate, L: int) -> tuple[Positio
     candidates = _selected_sets(graph, expr, L)
     if candidates is None:
         return None
-    sop_nullable = graph.nodes[expr.sop.label][g.NULLABLE]
+    sop_nullable = graph.nodes[expr.sop.label][nodes.NULLABLE]
     default = expr.default
     empty = any(() in sets for sets in candidates)
     if rasp.is_numerical(expr):

@@ -18,8 +18,8 @@ from typing import Any
 
 import networkx as nx
 
-from compiler.passes import graph as g
 from compiler.errors import UnsupportedProgramError
+from compiler.passes import nodes
 from craft.bases import INDICES_NAME
 from rasp import rasp
 from rasp.comparison import PredicateAnd, PredicateNot, PredicateOr
@@ -134,16 +134,16 @@ def always_selects(graph: nx.DiGraph, label: str, leaves: tuple[Leaf, ...]) -> b
     for leaf in leaves:
         keys_node = graph.nodes[leaf.keys]
         queries_node = graph.nodes[leaf.queries]
-        if keys_node[g.NULLABLE] or queries_node[g.NULLABLE]:
+        if keys_node[nodes.NULLABLE] or queries_node[nodes.NULLABLE]:
             return False
         if leaf.keys == leaf.queries:
-            values = keys_node[g.VALUE_SET]
+            values = keys_node[nodes.VALUE_SET]
             if all(_safe_call(label, leaf.predicate, v, v) for v in values):
                 continue
         if all(
             _safe_call(label, leaf.predicate, k, q)
-            for k in keys_node[g.VALUE_SET]
-            for q in queries_node[g.VALUE_SET]
+            for k in keys_node[nodes.VALUE_SET]
+            for q in queries_node[nodes.VALUE_SET]
         ):
             continue
         return False
@@ -158,7 +158,7 @@ def reads_later_positions(graph: nx.DiGraph, label: str, leaves: tuple[Leaf, ...
     """
     for leaf in leaves:
         if leaf.keys == INDICES_NAME and leaf.queries == INDICES_NAME:
-            positions = sorted(graph.nodes[INDICES_NAME][g.VALUE_SET])
+            positions = sorted(graph.nodes[INDICES_NAME][nodes.VALUE_SET])
             if not any(
                 _safe_call(label, leaf.predicate, k, q)
                 for q in positions

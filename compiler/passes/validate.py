@@ -18,10 +18,10 @@ import networkx as nx
 
 from compiler.errors import CausalSemanticsWarning, CompilerError, UnsupportedProgramError
 from compiler.passes import graph as g
-from compiler.passes import selectors
+from compiler.passes import nodes, selectors
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
-from compiler.passes.numerical_maps import NUMERICAL_FITS, fit_numerical_map, numerical_map_operation
+from compiler.passes.numerical_maps import fit_numerical_map, numerical_map_operation
 from compiler.passes.optimize import fold_maps, optimize_graph, selected_passes
 from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, bos_direction
@@ -29,9 +29,7 @@ from craft.chamber import numerical_mlp
 from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE, measurable_values
 from rasp import rasp
 
-
 # Graph attribute: labels of the s-ops whose selectors may select later positions, in causal mode.
-CAUSAL_NOTES = "causal_notes"
 
 
 def validate(
@@ -67,7 +65,7 @@ def validate(
 
 def causal_notes(graph: nx.DiGraph) -> list[str]:
     """S-ops (and their selectors) that may read later positions, found by `check_graph`."""
-    return list(graph.graph.get(CAUSAL_NOTES, ()))
+    return list(graph.graph.get(nodes.CAUSAL_NOTES, ()))
 
 
 def warn_causal_semantics(graph: nx.DiGraph, stacklevel: int = 2) -> None:
@@ -101,14 +99,14 @@ def check_graph(
     can shrink a block that is too large in the literal layout (e.g. a SequenceMap reading one
     s-op twice); numerical accuracy on `fused`.
 
-    Leaves the measured numerical Map fits in `fused.graph[NUMERICAL_FITS]` for lowering (built
+    Leaves the measured numerical Map fits in `fused.graph[nodes.NUMERICAL_FITS]` for lowering (built
     with `bos` as the BOS direction), and in causal mode the selectors that may read later
-    positions in `graph.graph[CAUSAL_NOTES]` (problems instead when `causal_strict`).
+    positions in `graph.graph[nodes.CAUSAL_NOTES]` (problems instead when `causal_strict`).
     """
     problems: list[str] = []
     notes: list[str] = []
-    graph.graph[CAUSAL_NOTES] = notes
-    if causal and graph.graph.get(g.USES_LENGTH):
+    graph.graph[nodes.CAUSAL_NOTES] = notes
+    if causal and graph.graph.get(nodes.USES_LENGTH):
         problems.append(
             "length: rasp.length is the length of the whole input, which a causal model cannot "
             "know at earlier positions; compile with causal=False, or use lib.make_length() "
@@ -120,24 +118,24 @@ def check_graph(
     if oversized and passes:  # the passes cost time: run them only when they can matter
         oversized = _oversized_blocks(optimize_graph(fused, passes))
     inaccurate, fits = ({}, {}) if oversized else _inaccurate_numerical_maps(fused, bos)
-    fused.graph[NUMERICAL_FITS] = fits
+    fused.graph[nodes.NUMERICAL_FITS] = fits
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
-        kind = node[g.KIND]
+        kind = node[nodes.KIND]
         if label in oversized:
             problems.append(oversized[label])
             continue
         if label in inaccurate:
             problems.append(inaccurate[label])
         if kind is g.NodeKind.MAP:
-            problems += _check_map(graph, node[g.EXPR])
+            problems += _check_map(graph, node[nodes.EXPR])
         elif kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
-            problems += _check_sequence_map(graph, node[g.EXPR])
+            problems += _check_sequence_map(graph, node[nodes.EXPR])
         elif kind is g.NodeKind.AGGREGATE:
-            problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
-            problems += _check_aggregate(graph, node[g.EXPR])
+            problems += _check_selector(graph, node[nodes.EXPR], causal, causal_strict, notes)
+            problems += _check_aggregate(graph, node[nodes.EXPR])
         elif kind is g.NodeKind.SELECTOR_WIDTH:
-            problems += _check_selector(graph, node[g.EXPR], causal, causal_strict, notes)
+            problems += _check_selector(graph, node[nodes.EXPR], causal, causal_strict, notes)
     return problems
 
 
@@ -155,7 +153,7 @@ def _width(graph: nx.DiGraph, label: str) -> int:
     """Dimensions of an s-op's residual subspace: its values (categorical) or 1 (numerical)."""
     if _encoding(graph, label) == "numerical":
         return 1
-    return max(1, len(graph.nodes[label][g.VALUE_SET]))
+    return max(1, len(graph.nodes[label][nodes.VALUE_SET]))
 
 
 def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[dict[str, str], dict]:
@@ -179,7 +177,7 @@ def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[
         if fit.error <= NUMERICAL_MAP_TOLERANCE:
             continue
         inner = operation[1]
-        count = len(fused.nodes[inner][g.VALUE_SET])
+        count = len(fused.nodes[inner][nodes.VALUE_SET])
         if fit.construction == "unmeasured":
             found[label] = (
                 f"{label}: numerical Map of {inner} is not affine on {inner}'s {count} values "
@@ -244,7 +242,7 @@ class BlockCost:
 def _block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
     """What the node's block will store (non-zeros), its MLP width and its predicate calls."""
     node = graph.nodes[label]
-    expr, kind = node[g.EXPR], node[g.KIND]
+    expr, kind = node[nodes.EXPR], node[nodes.KIND]
     out = _width(graph, label)
     if kind in (g.NodeKind.MAP, g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         inputs = g.node_inputs(graph, label)
@@ -255,7 +253,7 @@ def _block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
                 return BlockCost(nonzeros=3 * width, hidden=width)
             # At most two ramp units per value (often far fewer: numerical fits are measured
             # separately); the hidden-unit limit is for lookup tables.
-            hidden = 2 * len(graph.nodes[inner][g.VALUE_SET]) + 1
+            hidden = 2 * len(graph.nodes[inner][nodes.VALUE_SET]) + 1
             return BlockCost(nonzeros=3 * hidden + hidden * out)
         if kind is g.NodeKind.LINEAR_SEQUENCE_MAP and _encoding(graph, label) == "numerical":
             return BlockCost()
@@ -266,7 +264,7 @@ def _block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
             leaves = selectors.conjunction(expr.selector)
         except UnsupportedProgramError:
             return BlockCost()  # reported by _check_selector
-        folds = node.get(fold_maps.FOLDED) or {}  # Maps folded into this head read their inputs
+        folds = node.get(nodes.FOLDED_MAPS) or {}  # Maps folded into this head read their inputs
         nonzeros = calls = 0
         for leaf in fold_maps.fold_leaves(leaves, folds) if folds else leaves:
             stored, evaluated = _selector_cost(graph, leaf)
@@ -285,7 +283,7 @@ def _selector_cost(graph: nx.DiGraph, leaf: selectors.Leaf) -> tuple[int, int]:
     dyadic_prefix_factors`: at most log2(keys) + 1 entries per query and per key), EQ stores
     its matches (at most one per query for distinct values), anything else the whole table.
     """
-    queries, keys = graph.nodes[leaf.queries][g.VALUE_SET], graph.nodes[leaf.keys][g.VALUE_SET]
+    queries, keys = graph.nodes[leaf.queries][nodes.VALUE_SET], graph.nodes[leaf.keys][nodes.VALUE_SET]
     q, k = _width(graph, leaf.queries), _width(graph, leaf.keys)
     name = leaf.predicate.name if isinstance(leaf.predicate, enum.Enum) else None
     sortable = _homogeneous(queries) and _homogeneous(keys)
@@ -304,11 +302,11 @@ def _homogeneous(values: frozenset) -> bool:
 
 
 def _encoding(graph: nx.DiGraph, label: str) -> str:
-    return "numerical" if rasp.is_numerical(graph.nodes[label][g.EXPR]) else "categorical"
+    return "numerical" if rasp.is_numerical(graph.nodes[label][nodes.EXPR]) else "categorical"
 
 
 def _nullable(graph: nx.DiGraph, label: str) -> bool:
-    return bool(graph.nodes[label][g.NULLABLE])
+    return bool(graph.nodes[label][nodes.NULLABLE])
 
 
 def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
@@ -335,12 +333,12 @@ def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list
     Neighbouring input values closer than float32 resolves (typically one real number that
     float64 rounding turned into two floats, e.g. a mean of means) cannot get different outputs.
     """
-    if _nullable(graph, inner) or not graph.nodes[inner][g.VALUE_SET]:
+    if _nullable(graph, inner) or not graph.nodes[inner][nodes.VALUE_SET]:
         return []  # reported by the None checks; nothing to discretise
-    numerical_out = rasp.is_numerical(graph.nodes[label][g.EXPR])
-    outputs = None if numerical_out else sorted(graph.nodes[label][g.VALUE_SET], key=repr)
+    numerical_out = rasp.is_numerical(graph.nodes[label][nodes.EXPR])
+    outputs = None if numerical_out else sorted(graph.nodes[label][nodes.VALUE_SET], key=repr)
     try:
-        pair = numerical_mlp.unresolvable_inputs(f, graph.nodes[inner][g.VALUE_SET], outputs)
+        pair = numerical_mlp.unresolvable_inputs(f, graph.nodes[inner][nodes.VALUE_SET], outputs)
     except (TypeError, ValueError):
         return []  # non-numeric values or a non-number result: reported by other checks
     if pair is None:
@@ -435,7 +433,7 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
     # given a one-hot copy by compiler.passes.discretise, and a non-None default is written by the head
     # (BOS carries it, lower.needs_bos_default).
     if rasp.is_numerical(expr):
-        values = graph.nodes[sop][g.VALUE_SET]
+        values = graph.nodes[sop][nodes.VALUE_SET]
         if _encoding(graph, sop) == "categorical" and not all(
             isinstance(v, (bool, int, float)) for v in values
         ):

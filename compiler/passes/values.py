@@ -21,10 +21,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from compiler.passes import graph as g
-from compiler.passes import selectors
-from compiler.passes.positional import infer_positional
 from compiler.errors import UnsupportedProgramError, ValueInferenceError
+from compiler.passes import graph as g
+from compiler.passes import nodes, selectors
+from compiler.passes.positional import infer_positional
 from rasp import rasp
 
 # Largest value set (or number of function evaluations) value inference accepts. Beyond it the
@@ -44,30 +44,30 @@ def infer_values(graph: nx.DiGraph, vocab: Iterable[Any], max_seq_len: int) -> N
         positional = infer_positional(graph, node, vocab_set, max_seq_len, _call)
         if positional is not None:
             by_position, nullable = positional
-            value_set = _checked(node[g.EXPR], set().union(*by_position), rasp.is_numerical(node[g.EXPR]))
-            node[g.BY_POSITION] = by_position
+            value_set = _checked(node[nodes.EXPR], set().union(*by_position), rasp.is_numerical(node[nodes.EXPR]))
+            node[nodes.BY_POSITION] = by_position
         else:
             value_set, nullable = _infer_node(graph, node, vocab_set, max_seq_len)
-            node[g.BY_POSITION] = None
-        if len(value_set) > MAX_VALUE_SET_SIZE and node[g.KIND] in ELEMENTWISE_KINDS:
-            through_cone = _apply_cone(graph, node[g.EXPR], rasp.is_numerical(node[g.EXPR]))
+            node[nodes.BY_POSITION] = None
+        if len(value_set) > MAX_VALUE_SET_SIZE and node[nodes.KIND] in ELEMENTWISE_KINDS:
+            through_cone = _apply_cone(graph, node[nodes.EXPR], rasp.is_numerical(node[nodes.EXPR]))
             if through_cone is not None:
-                (value_set, nullable), node[g.BY_POSITION] = through_cone, None
+                (value_set, nullable), node[nodes.BY_POSITION] = through_cone, None
         if len(value_set) > MAX_VALUE_SET_SIZE:
             raise ValueInferenceError(
                 f"{label}: its value set has {len(value_set)} values, more than the limit of "
                 f"{MAX_VALUE_SET_SIZE}; reduce the vocabulary or max_seq_len, or round the "
                 "values the s-op produces"
             )
-        node[g.VALUE_SET] = frozenset(value_set)
-        node[g.NULLABLE] = nullable
+        node[nodes.VALUE_SET] = frozenset(value_set)
+        node[nodes.NULLABLE] = nullable
 
 
 def _infer_node(
     graph: nx.DiGraph, node: dict, vocab: frozenset, max_seq_len: int
 ) -> tuple[set, bool]:
-    expr = node[g.EXPR]
-    kind = node[g.KIND]
+    expr = node[nodes.EXPR]
+    kind = node[nodes.KIND]
     numerical = rasp.is_numerical(expr)
     if kind is g.NodeKind.TOKENS:
         return _checked(expr, set(vocab), numerical), False
@@ -80,14 +80,14 @@ def _infer_node(
         return _checked(expr, {v for v in values if v is not None}, numerical), None in values
     if kind is g.NodeKind.MAP:
         inner = graph.nodes[expr.inner.label]
-        return _apply_unary(expr, expr.f, inner[g.VALUE_SET], inner[g.NULLABLE], numerical)
+        return _apply_unary(expr, expr.f, inner[nodes.VALUE_SET], inner[nodes.NULLABLE], numerical)
     if kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         fst = graph.nodes[expr.fst.label]
         snd = graph.nodes[expr.snd.label]
         if (
             kind is g.NodeKind.LINEAR_SEQUENCE_MAP
             and numerical
-            and _all_numbers(fst[g.VALUE_SET] | snd[g.VALUE_SET])
+            and _all_numbers(fst[nodes.VALUE_SET] | snd[nodes.VALUE_SET])
         ):
             return _linear_combinations(expr, fst, snd, numerical)
         return _apply_binary(graph, expr, fst, snd, numerical)
@@ -95,14 +95,14 @@ def _infer_node(
         sop = graph.nodes[expr.sop.label]
         may_be_empty = not _always_selects(graph, expr)
         if numerical:
-            means = bag_means(expr, sop[g.VALUE_SET], max_seq_len)
+            means = bag_means(expr, sop[nodes.VALUE_SET], max_seq_len)
             if may_be_empty and expr.default is not None:
                 means.add(expr.default)
             return _checked(expr, means, True), may_be_empty and expr.default is None
-        values = set(sop[g.VALUE_SET])
+        values = set(sop[nodes.VALUE_SET])
         if may_be_empty and expr.default is not None:
             values.add(expr.default)
-        nullable = sop[g.NULLABLE] or (may_be_empty and expr.default is None)
+        nullable = sop[nodes.NULLABLE] or (may_be_empty and expr.default is None)
         return _checked(expr, values, False), nullable
     if kind is g.NodeKind.SELECTOR_WIDTH:
         return set(range(max_seq_len + 1)), False
@@ -138,10 +138,10 @@ def _apply_unary(
 def _apply_binary(
     graph: nx.DiGraph, expr: rasp.SOp, fst: dict, snd: dict, numerical: bool
 ) -> tuple[set, bool]:
-    xs, ys = _sorted(fst[g.VALUE_SET]), _sorted(snd[g.VALUE_SET])
+    xs, ys = _sorted(fst[nodes.VALUE_SET]), _sorted(snd[nodes.VALUE_SET])
     if expr.fst.label == expr.snd.label:  # f(x, x): only the diagonal occurs
         outputs = {z for z in (_call(expr, expr.f, (x, x)) for x in xs)}
-        nullable = fst[g.NULLABLE] or None in outputs
+        nullable = fst[nodes.NULLABLE] or None in outputs
         return _checked(expr, outputs - {None}, numerical), nullable
     if len(xs) * len(ys) > MAX_VALUE_SET_SIZE:
         through_cone = _apply_cone(graph, expr, numerical)
@@ -153,7 +153,7 @@ def _apply_binary(
             "that buckets values) or shrink vocab / max_seq_len"
         )
     outputs: set = set()
-    nullable = fst[g.NULLABLE] or snd[g.NULLABLE]
+    nullable = fst[nodes.NULLABLE] or snd[nodes.NULLABLE]
     for x in xs:
         for y in ys:
             z = _call(expr, expr.f, (x, y))
@@ -181,11 +181,11 @@ def elementwise_cone(graph: nx.DiGraph, label: str) -> tuple[tuple[str, ...], Ca
 
     def build(name: str) -> Callable[[tuple], Any]:
         node = graph.nodes[name]
-        if node[g.KIND] not in ELEMENTWISE_KINDS:
+        if node[nodes.KIND] not in ELEMENTWISE_KINDS:
             slot = sources.setdefault(name, len(sources))
             return lambda values: values[slot]
-        expr = node[g.EXPR]
-        if node[g.KIND] is g.NodeKind.MAP:
+        expr = node[nodes.EXPR]
+        if node[nodes.KIND] is g.NodeKind.MAP:
             inner, f = build(expr.inner.label), expr.f
 
             def unary(values: tuple) -> Any:
@@ -217,7 +217,7 @@ def _apply_cone(graph: nx.DiGraph, expr: rasp.SOp, numerical: bool) -> tuple[set
     choices = []
     for source in sources:
         node = graph.nodes[source]
-        choices.append(_sorted(node[g.VALUE_SET]) + ([None] if node[g.NULLABLE] else []))
+        choices.append(_sorted(node[nodes.VALUE_SET]) + ([None] if node[nodes.NULLABLE] else []))
     if math.prod(len(c) for c in choices) > MAX_VALUE_SET_SIZE:
         return None
     outputs = {function(values) for values in itertools.product(*choices)}
@@ -239,8 +239,8 @@ def _linear_combinations(
 
     When both inputs are the same s-op only the diagonal `x == y` occurs.
     """
-    xs = np.array(sorted(float(v) for v in fst[g.VALUE_SET]))
-    ys = np.array(sorted(float(v) for v in snd[g.VALUE_SET]))
+    xs = np.array(sorted(float(v) for v in fst[nodes.VALUE_SET]))
+    ys = np.array(sorted(float(v) for v in snd[nodes.VALUE_SET]))
     if expr.fst.label == expr.snd.label:
         values = np.unique(expr.fst_fac * xs + expr.snd_fac * xs)
     elif xs.size * ys.size > MAX_LINEAR_PAIRS:
@@ -251,7 +251,7 @@ def _linear_combinations(
         )
     else:
         values = np.unique((expr.fst_fac * xs[:, None] + expr.snd_fac * ys[None, :]).ravel())
-    return _checked(expr, set(values.tolist()), numerical), fst[g.NULLABLE] or snd[g.NULLABLE]
+    return _checked(expr, set(values.tolist()), numerical), fst[nodes.NULLABLE] or snd[nodes.NULLABLE]
 
 
 def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:

@@ -1,6 +1,6 @@
 """How far can each library program be compressed and stay exact? Analytic projections vs GD vs PCA.
 
-For every program of ``compiler.cli.examples`` at each size n (vocabulary of n tokens, length n):
+For every program of ``compiler.examples`` at each size n (vocabulary of n tokens, length n):
 D, the protected coordinates p, and the smallest d at which each method is exact on every input
 (or on >= 2,000 sampled inputs when there are more than 5,000):
 
@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 from compression import plots
 from compression.analytic import min_width, packed_width, projection
 from compression.config import GDRecipe

@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 from compiler import CausalSemanticsWarning, UnsupportedProgramError, compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 from support import outputs_match, random_inputs
 from rasp import rasp
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from compiler import CompilerError, compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 from compiler.fuzzing.differential import run_model
 from compiler.passes.optimize import PASSES, applied
 from support import outputs_match, random_inputs

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import outputs_match, random_inputs
 
-from compiler import CompilerError, compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler import compile_rasp
+from compiler.examples import EXAMPLES
 from compiler.errors import ValueInferenceError
 from compiler.passes import graph as g
-from compiler.passes import values
+from compiler.passes import nodes, values
 from compiler.passes.validate import validate
-from support import outputs_match, random_inputs
 from craft import maps as craft_maps
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.maps import FactoredBilinearMap
@@ -78,9 +78,9 @@ def test_over_the_limit_a_chain_reading_one_sop_twice_is_enumerated_through_its_
     graph = _inferred(program, [0, 1, 2], 3)
     args_3 = next(label for label in graph.nodes if label.startswith("args_3"))
     expected = {(t, t, i) for t in range(3) for i in range(3)}
-    assert graph.nodes[args_3][g.VALUE_SET] == expected
-    assert graph.nodes[program.label][g.VALUE_SET] == expected
-    assert graph.nodes[program.label][g.NULLABLE] is False
+    assert graph.nodes[args_3][nodes.VALUE_SET] == expected
+    assert graph.nodes[program.label][nodes.VALUE_SET] == expected
+    assert graph.nodes[program.label][nodes.NULLABLE] is False
 
 
 def test_over_the_limit_with_independent_sources_the_message_is_unchanged(monkeypatch):

@@ -1,11 +1,11 @@
 """Different expressions sharing a name (helper functions) compile; labels become unique."""
 
 import pytest
+from support import outputs_match, random_inputs
 
 from compiler import compile_rasp
-from compiler.passes import graph as g
 from compiler.cli.summary import model_summary, summary_text
-from support import outputs_match, random_inputs
+from compiler.passes import nodes
 from rasp import lib, rasp
 
 VOCAB = ("a", "b", "c")
@@ -34,7 +34,7 @@ def test_two_helper_calls_with_the_same_names_compile_and_match(causal):
     model = _check(diff.named("diff"), 8, causal)
     labels = set(model.residual_labels)
     assert {"frac", "frac_2", "is_token", "is_token_2"} <= labels  # numerical s-ops: one direction
-    names = {label: data[g.NAME] for label, data in model.graph.nodes(data=True)}
+    names = {label: data[nodes.NAME] for label, data in model.graph.nodes(data=True)}
     assert names["frac_2"] == "frac" and names["is_token_2"] == "is_token"
     summary = model_summary(model)
     assert summary["renamed"] == {"frac_2": "frac", "is_token_2": "is_token"}
@@ -46,12 +46,12 @@ def test_output_keeps_its_name_and_a_taken_suffix_is_skipped():
     taken = rasp.Map(lambda t: t == "b", rasp.tokens).named("x_2")
     both = rasp.SequenceMap(lambda p, q: p or q, first, taken).named("x")
     model = _check(rasp.SequenceMap(lambda p, q: (p, q), both, first).named("x"), 5)
-    assert model.graph.graph["sink"] == "x"
+    assert model.graph.graph[nodes.SINK] == "x"
     assert {n for n in model.graph if n.startswith("x")} == {"x", "x_2", "x_3", "x_4"}
 
 
 def test_distinct_labels_keep_the_program_unchanged():
     program = lib.make_length()
     model = compile_rasp(program, VOCAB, 4, optimize=False)
-    assert model.graph.nodes["length"][g.EXPR] is program
+    assert model.graph.nodes["length"][nodes.EXPR] is program
     assert model_summary(model)["renamed"] == {}

@@ -28,7 +28,7 @@ Passes:
   dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.passes.qk_factor`); without
   it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
 
-Every applied change is listed, one line each, in `graph.graph["optimizations"]` (shown by the
+Every applied change is listed, one line each, in `graph.graph[nodes.APPLIED]` (shown by the
 model summary).
 """
 
@@ -39,13 +39,14 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from compiler.errors import InvalidInputError
-from rasp import rasp
-from compiler.passes.optimize.fold_maps import APPLIED, fold_maps_into_attention
+from compiler.passes import nodes
+from compiler.passes.optimize.fold_maps import fold_maps_into_attention
 from compiler.passes.optimize.fold_outputs import fold_outputs_into_heads
 from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
 from compiler.passes.optimize.merge_common import merge_common
 from compiler.passes.optimize.prune_tables import prune_tables
 from compiler.passes.optimize.prune_values import prune_values
+from rasp import rasp
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
 ProgramPass = Callable[[rasp.SOp], tuple[rasp.SOp, tuple[str, ...]]]
@@ -105,7 +106,7 @@ def optimize_program(program: rasp.SOp, passes: Iterable[str]) -> tuple[rasp.SOp
 
 def record(graph: nx.DiGraph, lines: Iterable[str]) -> None:
     """Append applied-optimisation lines to a graph's record (shown by the model summary)."""
-    graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + tuple(lines)
+    graph.graph[nodes.APPLIED] = tuple(graph.graph.get(nodes.APPLIED, ())) + tuple(lines)
 
 
 def optimize_graph(graph: nx.DiGraph, passes: Iterable[str]) -> nx.DiGraph:
@@ -118,7 +119,7 @@ def optimize_graph(graph: nx.DiGraph, passes: Iterable[str]) -> nx.DiGraph:
 
 def applied(graph: nx.DiGraph) -> tuple[str, ...]:
     """The optimisations recorded on a graph, one line each."""
-    return tuple(graph.graph.get(APPLIED, ()))
+    return tuple(graph.graph.get(nodes.APPLIED, ()))
 
 
 __all__ = [

@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import networkx as nx
 
-from compiler.passes.optimize.fold_maps import FOLDED
-from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
-from compiler.passes.optimize.prune_tables import PAIRS
-
-# Node attribute listing the s-ops fused into a node's MLP (set by elementwise fusion and
-# `fuse_inputs`).
-FUSED = "fused"
+from compiler.passes import nodes
 
 
 def node_notes(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
     """One short phrase per optimisation recorded on node `label` (empty: none)."""
     node = graph.nodes[label]
     notes = []
-    if FOLDED_OUTPUT in node:
-        notes.append(f"the head of Aggregate {node[FOLDED_OUTPUT].aggregate}, writing Map {label} of it")
-    for folded in node.get(FOLDED, {}).values():
+    if nodes.FOLDED_OUTPUT in node:
+        notes.append(f"the head of Aggregate {node[nodes.FOLDED_OUTPUT].aggregate}, writing Map {label} of it")
+    for folded in node.get(nodes.FOLDED_MAPS, {}).values():
         notes.append(f"Map {folded.label} (of {folded.inner}) folded into its {'/'.join(folded.roles)}")
-    if node.get(FUSED):
-        notes.append(f"fused {', '.join(node[FUSED])} into its MLP")
-    if PAIRS in node:
-        notes.append(f"table keeps {len(node[PAIRS])} rows")
+    if node.get(nodes.FUSED):
+        notes.append(f"fused {', '.join(node[nodes.FUSED])} into its MLP")
+    if nodes.TABLE_PAIRS in node:
+        notes.append(f"table keeps {len(node[nodes.TABLE_PAIRS])} rows")
     return tuple(notes)

@@ -12,7 +12,7 @@ Both are exact: the unfolded head reads the one-hot of `f(x)`, which is what the
 computes row by row. A value `x` with `f(x) is None` has no direction in the unfolded model, so
 its folded row is zero (never selected, copies nothing), as before. The fold removes the Map's
 MLP (often a whole layer) and its residual directions; the Map's label stays on the heads that
-absorbed it (`FOLDED` on the head's node, listed by the model summary).
+absorbed it (`nodes.FOLDED_MAPS` on the head's node, listed by the model summary).
 
 The pass is pure: it returns a new graph. Lowering applies the recorded folds through
 `fold_leaves` (for `W_QK`) and `value_map` (for `W_OV`).
@@ -28,15 +28,10 @@ import networkx as nx
 import numpy as np
 
 from compiler.passes import graph as g
-from compiler.passes import selectors
+from compiler.passes import nodes, selectors
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.maps import LinearMap
 from rasp import rasp
-
-# Node attribute on an attention node (aggregate / selector width): {map label: FoldedMap}.
-FOLDED = "folded_maps"
-# Graph attribute: one line per optimisation applied, for summaries.
-APPLIED = "optimizations"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,16 +47,16 @@ class FoldedMap:
 def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
     """How attention node `head` reads `label`; None when `head` is no attention node."""
     node = graph.nodes[head]
-    if not node[g.KIND].attention:
+    if not node[nodes.KIND].attention:
         return None
-    expr = node[g.EXPR]
+    expr = node[nodes.EXPR]
     roles = []
     leaves = selectors.conjunction(expr.selector)
     if any(leaf.keys == label for leaf in leaves):
         roles.append("keys")
     if any(leaf.queries == label for leaf in leaves):
         roles.append("queries")
-    if node[g.KIND] is g.NodeKind.AGGREGATE and expr.sop.label == label:
+    if node[nodes.KIND] is g.NodeKind.AGGREGATE and expr.sop.label == label:
         roles.append("values")
     return tuple(roles)
 
@@ -69,10 +64,10 @@ def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
 def foldable_heads(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
     """The heads that would absorb Map `label`, or `()` when it cannot be folded."""
     node = graph.nodes[label]
-    if node[g.KIND] is not g.NodeKind.MAP or label == graph.graph["sink"]:
+    if node[nodes.KIND] is not g.NodeKind.MAP or label == graph.graph[nodes.SINK]:
         return ()
     _, (inner,) = g.operation(graph, label)
-    if rasp.is_numerical(graph.nodes[inner][g.EXPR]):
+    if rasp.is_numerical(graph.nodes[inner][nodes.EXPR]):
         return ()  # a discretising MLP: a head cannot compare numbers by value
     heads = g.consumers(graph, label)
     if not heads:
@@ -81,7 +76,7 @@ def foldable_heads(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
         roles = _roles(graph, label, head)
         if not roles:
             return ()
-        if ("keys" in roles or "queries" in roles) and rasp.is_numerical(node[g.EXPR]):
+        if ("keys" in roles or "queries" in roles) and rasp.is_numerical(node[nodes.EXPR]):
             return ()  # refused by validation anyway; keep the error there
     return tuple(heads)
 
@@ -98,13 +93,13 @@ def fold_maps_into_attention(graph: nx.DiGraph) -> nx.DiGraph:
             node = graph.nodes[head]
             folded = FoldedMap(label, inner, fn, _roles(graph, label, head))
             inputs = g.node_inputs(graph, head)
-            node[g.INPUTS] = tuple(sorted({inner if i == label else i for i in inputs}))
-            node[FOLDED] = {**node.get(FOLDED, {}), label: folded}
+            node[nodes.INPUTS] = tuple(sorted({inner if i == label else i for i in inputs}))
+            node[nodes.FOLDED_MAPS] = {**node.get(nodes.FOLDED_MAPS, {}), label: folded}
         for succ in list(graph.successors(label)):
             graph.add_edge(inner, succ)
         graph.remove_node(label)
-        roles = sorted({r for h in heads for r in graph.nodes[h][FOLDED][label].roles})
-        graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + (
+        roles = sorted({r for h in heads for r in graph.nodes[h][nodes.FOLDED_MAPS][label].roles})
+        graph.graph[nodes.APPLIED] = tuple(graph.graph.get(nodes.APPLIED, ())) + (
             f"fold_maps: Map {label} (of {inner}) folded into the {'/'.join(roles)} of head(s) "
             f"{', '.join(heads)}",
         )

@@ -9,7 +9,7 @@ through `f` too (`f(default)`; a None stays None, which a numerical Map writes a
 
 The fold removes the Map's MLP sub-layer (often a whole layer) and the Aggregate's directions.
 The Map keeps its label, which now names the head; the Aggregate's label stays on the node
-(`FOLDED_OUTPUT`, listed by the summary and shown in the head's picture).
+(`nodes.FOLDED_OUTPUT`, listed by the summary and shown in the head's picture).
 
 Lowering composes `f` after any value Map `fold_maps` already folded into the same head.
 """
@@ -23,11 +23,8 @@ from typing import Any
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.optimize.fold_maps import APPLIED, FOLDED
+from compiler.passes import nodes
 from rasp import rasp
-
-# Node attribute on a head that writes a folded Map of its Aggregate: a `FoldedOutput`.
-FOLDED_OUTPUT = "folded_output"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,13 +38,13 @@ class FoldedOutput:
 def foldable_aggregate(graph: nx.DiGraph, label: str) -> str | None:
     """The Aggregate whose head can write Map `label` directly, or None."""
     node = graph.nodes[label]
-    if node[g.KIND] is not g.NodeKind.MAP:
+    if node[nodes.KIND] is not g.NodeKind.MAP:
         return None
     _, (inner,) = g.operation(graph, label)
     inner_node = graph.nodes[inner]
-    if inner_node[g.KIND] is not g.NodeKind.AGGREGATE or FOLDED_OUTPUT in inner_node or inner == graph.graph["sink"]:
+    if inner_node[nodes.KIND] is not g.NodeKind.AGGREGATE or nodes.FOLDED_OUTPUT in inner_node or inner == graph.graph[nodes.SINK]:
         return None
-    if rasp.is_numerical(inner_node[g.EXPR]) or list(graph.successors(inner)) != [label]:
+    if rasp.is_numerical(inner_node[nodes.EXPR]) or list(graph.successors(inner)) != [label]:
         return None  # a numerical mean is no selected value; another reader needs the Aggregate
     return inner
 
@@ -74,17 +71,17 @@ def fold_outputs_into_heads(graph: nx.DiGraph) -> nx.DiGraph:
             continue
         fn, _ = g.operation(graph, label)
         node, head = graph.nodes[label], graph.nodes[aggregate]
-        node[g.EXPR] = _aggregate_writing(head[g.EXPR], label, fn, node[g.EXPR])
-        node[g.KIND] = g.NodeKind.AGGREGATE
-        node[FOLDED_OUTPUT] = FoldedOutput(aggregate, fn)
-        node[g.INPUTS] = g.node_inputs(graph, aggregate)
+        node[nodes.EXPR] = _aggregate_writing(head[nodes.EXPR], label, fn, node[nodes.EXPR])
+        node[nodes.KIND] = g.NodeKind.AGGREGATE
+        node[nodes.FOLDED_OUTPUT] = FoldedOutput(aggregate, fn)
+        node[nodes.INPUTS] = g.node_inputs(graph, aggregate)
         node.pop("fn", None)
-        if FOLDED in head:
-            node[FOLDED] = head[FOLDED]
+        if nodes.FOLDED_MAPS in head:
+            node[nodes.FOLDED_MAPS] = head[nodes.FOLDED_MAPS]
         for source in list(graph.predecessors(aggregate)):
             graph.add_edge(source, label)
         graph.remove_node(aggregate)
-        graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + (
+        graph.graph[nodes.APPLIED] = tuple(graph.graph.get(nodes.APPLIED, ())) + (
             f"fold_outputs: Map {label} of the Aggregate {aggregate} is written by {aggregate}'s "
             f"head directly (W_OV writes {label}; no {aggregate} directions, no MLP)",
         )

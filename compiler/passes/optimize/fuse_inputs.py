@@ -20,7 +20,7 @@ from typing import Any
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.optimize.fold_maps import APPLIED
+from compiler.passes import nodes
 from rasp import rasp
 
 
@@ -45,12 +45,12 @@ class FusedInputs:
 
 def _fusable_input(graph: nx.DiGraph, reader: str, label: str) -> bool:
     node = graph.nodes[label]
-    if node[g.KIND] is not g.NodeKind.MAP or label == graph.graph["sink"] or g.FN in node and len(node[g.INPUTS]) != 1:
+    if node[nodes.KIND] is not g.NodeKind.MAP or label == graph.graph[nodes.SINK] or nodes.FN in node and len(node[nodes.INPUTS]) != 1:
         return False
-    if rasp.is_numerical(node[g.EXPR]) or list(graph.successors(label)) != [reader]:
+    if rasp.is_numerical(node[nodes.EXPR]) or list(graph.successors(label)) != [reader]:
         return False
     _, (inner,) = g.operation(graph, label)
-    return not rasp.is_numerical(graph.nodes[inner][g.EXPR])
+    return not rasp.is_numerical(graph.nodes[inner][nodes.EXPR])
 
 
 def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
@@ -58,10 +58,10 @@ def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
     graph = graph.copy()
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
-        if node[g.KIND] is not g.NodeKind.SEQUENCE_MAP or label not in graph:
+        if node[nodes.KIND] is not g.NodeKind.SEQUENCE_MAP or label not in graph:
             continue
         f, inputs = g.operation(graph, label)
-        if any(rasp.is_numerical(graph.nodes[i][g.EXPR]) for i in inputs):
+        if any(rasp.is_numerical(graph.nodes[i][nodes.EXPR]) for i in inputs):
             continue
         maps = [i if _fusable_input(graph, label, i) else None for i in inputs]
         if not any(maps):
@@ -75,14 +75,14 @@ def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
                 fn, (inner,) = g.operation(graph, map_label)
                 new_inputs.append(inner)
                 functions.append(fn)
-        node[g.FN] = FusedInputs(f, *functions)
-        node[g.INPUTS] = tuple(new_inputs)
-        node[g.FUSED] = tuple(node.get(g.FUSED, ())) + tuple(sorted({m for m in maps if m}))
+        node[nodes.FN] = FusedInputs(f, *functions)
+        node[nodes.INPUTS] = tuple(new_inputs)
+        node[nodes.FUSED] = tuple(node.get(nodes.FUSED, ())) + tuple(sorted({m for m in maps if m}))
         for map_label in sorted({m for m in maps if m}):
             graph.remove_node(map_label)
         for source in new_inputs:
             graph.add_edge(source, label)
-        graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + (
+        graph.graph[nodes.APPLIED] = tuple(graph.graph.get(nodes.APPLIED, ())) + (
             f"fuse_inputs: Map(s) {', '.join(sorted({m for m in maps if m}))} fused into the "
             f"SequenceMap {label}, which now reads {', '.join(dict.fromkeys(new_inputs))}",
         )

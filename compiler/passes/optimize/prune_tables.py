@@ -7,7 +7,7 @@ per-position value sets, every pair that can occur,
 
     pairs = union over positions q of  X(q) x Y(q),
 
-and records it on the node (`PAIRS`); the lowering then builds units for those pairs only.
+and records it on the node (`nodes.TABLE_PAIRS`); the lowering then builds units for those pairs only.
 Exact: a pair left out never reaches the MLP at a real position, and at BOS both inputs are
 empty, where no unit fires either way.
 
@@ -22,18 +22,15 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.optimize.fold_maps import APPLIED
+from compiler.passes import nodes
 from compiler.passes.positional import MAX_PAIRS
 from rasp import rasp
-
-# Node attribute of a two-input lookup: the frozenset of (x, y) pairs that can occur.
-PAIRS = "table_pairs"
 
 
 def _counts_every_position(graph: nx.DiGraph, label: str) -> bool:
     """Whether `label` is a SelectorWidth selecting every key (the input's length)."""
-    expr = graph.nodes[label][g.EXPR]
-    if graph.nodes[label][g.KIND] is not g.NodeKind.SELECTOR_WIDTH:
+    expr = graph.nodes[label][nodes.EXPR]
+    if graph.nodes[label][nodes.KIND] is not g.NodeKind.SELECTOR_WIDTH:
         return False
     selector = expr.selector
     if not isinstance(selector, rasp.Select) or selector.predicate is not rasp.Comparison.TRUE:
@@ -41,13 +38,13 @@ def _counts_every_position(graph: nx.DiGraph, label: str) -> bool:
     children = [child.label for child in selector.children]
     if any(child not in graph for child in children):
         return False  # a Map folded into the head (it may be None): not provably every key
-    return not any(graph.nodes[child].get(g.NULLABLE, True) for child in children)
+    return not any(graph.nodes[child].get(nodes.NULLABLE, True) for child in children)
 
 
 def position_sets(graph: nx.DiGraph, label: str, max_seq_len: int) -> tuple[frozenset, ...]:
     """For each position q < max_seq_len, a superset of the values `label` takes there."""
-    values = frozenset(graph.nodes[label][g.VALUE_SET])
-    by_position = graph.nodes[label].get(g.BY_POSITION)
+    values = frozenset(graph.nodes[label][nodes.VALUE_SET])
+    by_position = graph.nodes[label].get(nodes.BY_POSITION)
     if by_position is not None:
         return tuple(frozenset(s) & values for s in by_position)
     if _counts_every_position(graph, label):
@@ -67,16 +64,16 @@ def occurring_pairs(graph: nx.DiGraph, label: str, max_seq_len: int) -> frozense
 
 def _is_lookup(graph: nx.DiGraph, label: str) -> bool:
     """A SequenceMap lowered to a two-input lookup table (two distinct categorical inputs)."""
-    if graph.nodes[label][g.KIND] is not g.NodeKind.SEQUENCE_MAP:
+    if graph.nodes[label][nodes.KIND] is not g.NodeKind.SEQUENCE_MAP:
         return False
     _, inputs = g.operation(graph, label)
-    return len(set(inputs)) == 2 and not any(rasp.is_numerical(graph.nodes[i][g.EXPR]) for i in inputs)
+    return len(set(inputs)) == 2 and not any(rasp.is_numerical(graph.nodes[i][nodes.EXPR]) for i in inputs)
 
 
 def prune_tables(graph: nx.DiGraph) -> nx.DiGraph:
     """A copy of `graph` whose two-input lookups record the input pairs that can occur."""
     graph = graph.copy()
-    tokens = graph.nodes["tokens"].get(g.BY_POSITION) if "tokens" in graph else None
+    tokens = graph.nodes["tokens"].get(nodes.BY_POSITION) if "tokens" in graph else None
     if tokens is None:
         return graph  # value inference has not run
     max_seq_len = len(tokens)  # tokens have a set per position
@@ -84,12 +81,12 @@ def prune_tables(graph: nx.DiGraph) -> nx.DiGraph:
         if not _is_lookup(graph, label):
             continue
         _, (fst, snd) = g.operation(graph, label)
-        total = len(graph.nodes[fst][g.VALUE_SET]) * len(graph.nodes[snd][g.VALUE_SET])
+        total = len(graph.nodes[fst][nodes.VALUE_SET]) * len(graph.nodes[snd][nodes.VALUE_SET])
         pairs = occurring_pairs(graph, label, max_seq_len)
         if pairs is None or len(pairs) >= total:
             continue
-        graph.nodes[label][PAIRS] = pairs
-        graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + (
+        graph.nodes[label][nodes.TABLE_PAIRS] = pairs
+        graph.graph[nodes.APPLIED] = tuple(graph.graph.get(nodes.APPLIED, ())) + (
             f"prune_tables: the lookup table of {label} keeps {len(pairs)} of its {total} "
             f"({fst}, {snd}) rows, those that occur at some position",
         )

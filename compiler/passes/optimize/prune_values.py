@@ -15,9 +15,7 @@ from __future__ import annotations
 import networkx as nx
 
 from compiler.passes import graph as g
-from compiler.passes.optimize.fold_maps import APPLIED
-from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT
-from compiler.passes.optimize.prune_tables import PAIRS
+from compiler.passes import nodes
 from rasp import rasp
 
 # Most function evaluations spent on one s-op; beyond it the inferred set is kept.
@@ -25,34 +23,34 @@ MAX_EVALUATIONS = 1_000_000
 
 
 def _categorical(graph: nx.DiGraph, label: str) -> bool:
-    return not rasp.is_numerical(graph.nodes[label][g.EXPR])
+    return not rasp.is_numerical(graph.nodes[label][nodes.EXPR])
 
 
 def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
     """The values `label` can take given its inputs' current value sets; None when unknown."""
     node = graph.nodes[label]
-    kind = node[g.KIND]
+    kind = node[nodes.KIND]
     if kind is g.NodeKind.MAP:
         fn, (inner,) = g.operation(graph, label)
-        arguments = [(x,) for x in graph.nodes[inner][g.VALUE_SET]] if _categorical(graph, inner) else None
+        arguments = [(x,) for x in graph.nodes[inner][nodes.VALUE_SET]] if _categorical(graph, inner) else None
     elif kind is g.NodeKind.SEQUENCE_MAP:
         fn, (fst, snd) = g.operation(graph, label)
         if not (_categorical(graph, fst) and _categorical(graph, snd)):
             return None
-        xs, ys = graph.nodes[fst][g.VALUE_SET], graph.nodes[snd][g.VALUE_SET]
+        xs, ys = graph.nodes[fst][nodes.VALUE_SET], graph.nodes[snd][nodes.VALUE_SET]
         if fst == snd:
             arguments = [(x, x) for x in xs]
-        elif PAIRS in node:  # only these rows of the table can occur (`prune_tables`)
-            arguments = [(x, y) for x, y in node[PAIRS] if x in xs and y in ys]
+        elif nodes.TABLE_PAIRS in node:  # only these rows of the table can occur (`prune_tables`)
+            arguments = [(x, y) for x, y in node[nodes.TABLE_PAIRS] if x in xs and y in ys]
         elif len(xs) * len(ys) <= MAX_EVALUATIONS:
             arguments = [(x, y) for x in xs for y in ys]
         else:
             return None
-    elif kind is g.NodeKind.AGGREGATE and node[g.EXPR].sop.label in graph:
-        expr = node[g.EXPR]
-        values = graph.nodes[expr.sop.label][g.VALUE_SET]
-        if FOLDED_OUTPUT in node:  # the head writes f(value)
-            fn, arguments = node[FOLDED_OUTPUT].fn, [(x,) for x in values]
+    elif kind is g.NodeKind.AGGREGATE and node[nodes.EXPR].sop.label in graph:
+        expr = node[nodes.EXPR]
+        values = graph.nodes[expr.sop.label][nodes.VALUE_SET]
+        if nodes.FOLDED_OUTPUT in node:  # the head writes f(value)
+            fn, arguments = node[nodes.FOLDED_OUTPUT].fn, [(x,) for x in values]
         else:
             return frozenset(values | {expr.default}) - {None}
         try:
@@ -75,12 +73,12 @@ def prune_values(graph: nx.DiGraph) -> nx.DiGraph:
     for label in g.sop_nodes(graph):
         if not _categorical(graph, label):
             continue
-        old = graph.nodes[label][g.VALUE_SET]
+        old = graph.nodes[label][nodes.VALUE_SET]
         new = _recomputed(graph, label)
         if new is None or not new < old:
             continue
-        graph.nodes[label][g.VALUE_SET] = new
-        graph.graph[APPLIED] = tuple(graph.graph.get(APPLIED, ())) + (
+        graph.nodes[label][nodes.VALUE_SET] = new
+        graph.graph[nodes.APPLIED] = tuple(graph.graph.get(nodes.APPLIED, ())) + (
             f"prune_values: {label} takes {len(new)} of its {len(old)} inferred values",
         )
     return graph

@@ -112,7 +112,7 @@ def test_validate_only_json(prog, capsys) -> None:
 
 
 def test_every_example_builds_and_evaluates_its_example_input() -> None:
-    from compiler.cli.examples import EXAMPLES
+    from compiler.examples import EXAMPLES
 
     for example in EXAMPLES.values():
         program = example.build(example.max_seq_len)

@@ -19,7 +19,7 @@ import pytest
 from support import example_model
 
 from compiler import compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 from compiler.io.export import (
     PAD_MASK_LOGIT,
     ExportError,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from compiler import compile_rasp
-from compiler.cli.examples import EXAMPLES
+from compiler.examples import EXAMPLES
 from compiler.model.config import SparseLinear
 from compiler.model.transformer import apply_linear
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from support import outputs_match, random_inputs
 
 from compiler import CompilerError, compile_rasp
+from compiler.examples import EXAMPLES
+from compiler.fuzzing import program_spec, random_programs
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from compiler.passes.allocate import longest_path, milp_schedule, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
-from compiler.cli.examples import EXAMPLES
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.lower import LoweringOptions, lower
 from compiler.passes.values import infer_values
 from craft.bases import bos_direction
-from compiler.fuzzing import program_spec, random_programs
 from rasp import rasp
-
-from support import outputs_match, random_inputs
 
 
 def _graph(program: rasp.SOp):
@@ -32,7 +32,7 @@ def _layers(schedule: dict[str, int]) -> int:
 
 def _assert_valid(graph, schedule: dict[str, int]) -> None:
     for label in g.sop_nodes(graph):
-        kind = graph.nodes[label][g.KIND]
+        kind = graph.nodes[label][nodes.KIND]
         if kind.embedded:
             assert schedule[label] == -1
             continue
@@ -109,14 +109,14 @@ def test_place_blocks_puts_each_block_on_its_layer():
     lower(graph, LoweringOptions(max_seq_len=3, causal=False, bos=bos_direction()))
     assert longest_path(graph) == {"tokens": -1, "indices": -1, "parity": 1, "previous": 2, "width": 5}
     sublayers = place_blocks(graph)
-    layers = {label: graph.nodes[label][g.LAYER] for label in g.sop_nodes(graph)}
+    layers = {label: graph.nodes[label][nodes.LAYER] for label in g.sop_nodes(graph)}
     assert layers == {"tokens": None, "indices": None, "parity": 0, "previous": 1, "width": 2}
     assert [type(block).__name__ if block else None for block in sublayers] == [
         None, "MLP", "MultiAttentionHead", None, "MultiAttentionHead", "MLP"
     ]
-    (_, parity_mlp), = graph.nodes["parity"][g.BLOCKS]
-    (_, previous_head), = graph.nodes["previous"][g.BLOCKS]
-    (_, width_head), (_, width_mlp) = graph.nodes["width"][g.BLOCKS]
+    (_, parity_mlp), = graph.nodes["parity"][nodes.BLOCKS]
+    (_, previous_head), = graph.nodes["previous"][nodes.BLOCKS]
+    (_, width_head), (_, width_mlp) = graph.nodes["width"][nodes.BLOCKS]
     assert sublayers[1].output_space == parity_mlp.output_space
     assert sublayers[2].heads() == (previous_head,) and sublayers[4].heads() == (width_head,)
     assert sublayers[5].output_space == width_mlp.output_space

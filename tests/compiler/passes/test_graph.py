@@ -6,6 +6,7 @@ import pytest
 
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from rasp import rasp
 
 
@@ -20,7 +21,7 @@ def _program():
 def test_trace_records_every_expression_with_its_kind():
     out, _ = _program()
     graph = g.trace(out)
-    kinds = {label: data[g.KIND] for label, data in graph.nodes(data=True)}
+    kinds = {label: data[nodes.KIND] for label, data in graph.nodes(data=True)}
     assert kinds == {
         "tokens": g.NodeKind.TOKENS,
         "doubled": g.NodeKind.MAP,
@@ -28,8 +29,8 @@ def test_trace_records_every_expression_with_its_kind():
         "count": g.NodeKind.SELECTOR_WIDTH,
         "out": g.NodeKind.SEQUENCE_MAP,
     }
-    assert graph.graph["sink"] == "out" and graph.graph["sources"] == ("tokens",)
-    assert all(graph.nodes[label][g.NAME] == label for label in graph)
+    assert graph.graph[nodes.SINK] == "out" and graph.graph[nodes.SOURCES] == ("tokens",)
+    assert all(graph.nodes[label][nodes.NAME] == label for label in graph)
 
 
 def test_edges_run_from_each_child_to_its_reader():
@@ -72,22 +73,22 @@ def test_repeated_names_get_suffixes_and_keep_the_user_name():
     second = rasp.Map(lambda x: x * 3, first, simplify=False).named("step")
     graph = g.trace(second)
     assert sorted(g.sop_nodes(graph)) == ["step", "step_2", "tokens"]
-    assert {graph.nodes[label][g.NAME] for label in ("step", "step_2")} == {"step"}
+    assert {graph.nodes[label][nodes.NAME] for label in ("step", "step_2")} == {"step"}
 
 
 def test_a_constant_selector_reads_indices():
     selector = rasp.ConstantSelector([[True, False], [True, True]]).named("fixed")
     program = rasp.Aggregate(selector, rasp.tokens).named("agg")
     graph = g.trace(program)
-    assert graph.nodes["fixed"][g.KIND] is g.NodeKind.CONSTANT_SELECTOR
+    assert graph.nodes["fixed"][nodes.KIND] is g.NodeKind.CONSTANT_SELECTOR
     assert ("indices", "fixed") in graph.edges
-    assert graph.graph["sources"] == ("tokens", "indices")
+    assert graph.graph[nodes.SOURCES] == ("tokens", "indices")
 
 
 def test_length_is_expanded_and_recorded():
     graph = g.trace(rasp.Map(lambda n: n - 1, rasp.length).named("last"))
-    assert graph.graph[g.USES_LENGTH] is True
-    assert graph.nodes["length"][g.KIND] is g.NodeKind.SELECTOR_WIDTH
+    assert graph.graph[nodes.USES_LENGTH] is True
+    assert graph.nodes["length"][nodes.KIND] is g.NodeKind.SELECTOR_WIDTH
 
 
 def test_refusals_name_the_problem():

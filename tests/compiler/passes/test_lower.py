@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.lower import LoweringOptions, lower
 from compiler.passes.values import infer_values
@@ -26,7 +27,7 @@ def _names(space) -> list[str]:
 
 def test_a_categorical_map_is_a_thresholded_lookup_table():
     parity = rasp.Map(lambda x: x % 2, rasp.tokens).named("parity")
-    (parity_kind, mlp), = _lowered(parity).nodes["parity"][g.BLOCKS]
+    (parity_kind, mlp), = _lowered(parity).nodes["parity"][nodes.BLOCKS]
     assert parity_kind == 1  # an MLP sub-layer
     assert _names(mlp.first.input_space) == ["tokens:1", "tokens:2", "tokens:3", "one"]
     assert _names(mlp.first.output_space) == ["parity_hidden:1", "parity_hidden:2", "parity_hidden:3"]
@@ -40,7 +41,7 @@ def test_an_aggregate_is_one_head_with_bos_half_a_point_below_a_match():
     parity = rasp.Map(lambda x: x % 2, rasp.tokens).named("parity")
     before = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT).named("before")
     previous = rasp.Aggregate(before, parity).named("previous")
-    (kind, head), = _lowered(previous).nodes["previous"][g.BLOCKS]
+    (kind, head), = _lowered(previous).nodes["previous"][nodes.BLOCKS]
     assert kind == 0  # an attention sub-layer
     assert _names(head.w_qk.left_space) == ["indices:0", "indices:1", "indices:2", "one"]
     assert _names(head.w_qk.right_space) == ["indices:0", "indices:1", "indices:2", "tokens:BOS"]
@@ -56,7 +57,7 @@ def test_an_aggregate_is_one_head_with_bos_half_a_point_below_a_match():
 
 def test_the_lowered_map_computes_its_function_on_every_value():
     square = rasp.numerical(rasp.Map(lambda x: x * x, rasp.tokens)).named("square")
-    (_, mlp), = _lowered(square).nodes["square"][g.BLOCKS]
+    (_, mlp), = _lowered(square).nodes["square"][nodes.BLOCKS]
     space = mlp.input_space
     for token in (1, 2, 3):
         x = np.zeros((1, space.num_dims))
@@ -74,6 +75,6 @@ def test_fusion_composes_a_chain_of_maps_into_one_node():
     fused = fuse_elementwise(graph)
     assert "inner" in graph and "inner" not in fused  # pure: the input graph is kept
     node = fused.nodes["outer"]
-    assert node[g.INPUTS] == ("tokens",) and node[g.FUSED] == ("inner",)
-    assert isinstance(node[g.FN], Composed) and node[g.FN](3) == 8
-    assert g.operation(fused, "outer") == (node[g.FN], ("tokens",))
+    assert node[nodes.INPUTS] == ("tokens",) and node[nodes.FUSED] == ("inner",)
+    assert isinstance(node[nodes.FN], Composed) and node[nodes.FN](3) == 8
+    assert g.operation(fused, "outer") == (node[nodes.FN], ("tokens",))

@@ -5,14 +5,15 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from support import outputs_match
 
 from compiler import compile_rasp
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.optimize import applied
-from compiler.passes.optimize.fold_outputs import FOLDED_OUTPUT, fold_outputs_into_heads
+from compiler.passes.optimize.fold_outputs import fold_outputs_into_heads
 from compiler.passes.values import infer_values
-from support import outputs_match
 from rasp import rasp
 
 VOCAB = (0, 1, 2, 3)
@@ -46,11 +47,11 @@ def test_the_map_becomes_the_head_and_the_aggregate_leaves_the_graph():
     program = rasp.SequenceMap(lambda p, t: f"{p}{t}", _parity(_shifted()), rasp.tokens).named("out")
     graph = _graph(program)
     folded = fold_outputs_into_heads(graph)
-    assert "shifted" in graph and graph.nodes["parity"][g.KIND] is g.NodeKind.MAP  # the pass is pure
+    assert "shifted" in graph and graph.nodes["parity"][nodes.KIND] is g.NodeKind.MAP  # the pass is pure
     assert "shifted" not in folded
     node = folded.nodes["parity"]
-    assert node[g.KIND] is g.NodeKind.AGGREGATE and node[FOLDED_OUTPUT].aggregate == "shifted"
-    assert node[g.EXPR].default is None  # f(2) is None: still writes nothing
+    assert node[nodes.KIND] is g.NodeKind.AGGREGATE and node[nodes.FOLDED_OUTPUT].aggregate == "shifted"
+    assert node[nodes.EXPR].default is None  # f(2) is None: still writes nothing
     assert applied(folded) == (
         "fold_outputs: Map parity of the Aggregate shifted is written by shifted's head directly "
         "(W_OV writes parity; no shifted directions, no MLP)",

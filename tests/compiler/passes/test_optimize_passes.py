@@ -6,9 +6,10 @@ import pytest
 
 from compiler import InvalidInputError, compile_rasp
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.optimize import PASSES, applied, optimize_graph, selected_passes
-from compiler.passes.optimize.fold_maps import FOLDED, fold_leaves, fold_maps_into_attention, value_map
+from compiler.passes.optimize.fold_maps import fold_leaves, fold_maps_into_attention, value_map
 from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
 from compiler.passes.optimize.prune_values import prune_values
 from compiler.passes.selectors import Leaf
@@ -39,8 +40,8 @@ def test_fold_into_keys_and_queries_removes_the_map_and_records_it():
     assert "parity" in graph  # the pass is pure
     assert "parity" not in folded
     head = folded.nodes["out"]
-    assert head[FOLDED]["parity"].roles == ("keys", "queries")
-    assert head[FOLDED]["parity"].inner == "tokens"
+    assert head[nodes.FOLDED_MAPS]["parity"].roles == ("keys", "queries")
+    assert head[nodes.FOLDED_MAPS]["parity"].inner == "tokens"
     assert g.node_inputs(folded, "out") == ("tokens",)
     assert applied(folded) == ("fold_maps: Map parity (of tokens) folded into the keys/queries of head(s) out",)
 
@@ -50,7 +51,7 @@ def test_fold_into_values_of_a_numerical_aggregate_saves_the_mlp_layer():
     everything = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.TRUE).named("everything")
     program = rasp.numerical(rasp.Aggregate(everything, is_x, default=0)).named("frac")
     folded = fold_maps_into_attention(_graph(program))
-    assert folded.nodes["frac"][FOLDED]["is_x"].roles == ("values",)
+    assert folded.nodes["frac"][nodes.FOLDED_MAPS]["is_x"].roles == ("values",)
     optimised = compile_rasp(program, VOCAB, 4)
     plain = compile_rasp(program, VOCAB, 4, optimize=False)
     assert (optimised.config.num_layers, plain.config.num_layers) == (1, 2)
@@ -151,12 +152,12 @@ def test_prune_values_keeps_only_the_diagonal_after_fusing_a_map_into_its_reader
     program = rasp.Map(lambda p: p[0] + p[1], pair).named("total")  # fused into `pair`
     program = rasp.SequenceMap(lambda t, i: t * i, program, rasp.indices).named("out")
     graph = fuse_map_inputs(_graph(program))
-    before = len(graph.nodes["total"][g.VALUE_SET])
+    before = len(graph.nodes["total"][nodes.VALUE_SET])
     pruned = prune_values(graph)
-    assert graph.nodes["total"][g.VALUE_SET] != pruned.nodes["total"][g.VALUE_SET]  # pure
-    assert pruned.nodes["total"][g.VALUE_SET] == {0, 2, 4, 6}  # x + x only
+    assert graph.nodes["total"][nodes.VALUE_SET] != pruned.nodes["total"][nodes.VALUE_SET]  # pure
+    assert pruned.nodes["total"][nodes.VALUE_SET] == {0, 2, 4, 6}  # x + x only
     assert before == 7  # 0..6 when the two inputs were taken as independent
-    assert pruned.nodes["out"][g.VALUE_SET] == {t * i for t in (0, 2, 4, 6) for i in range(4)}
+    assert pruned.nodes["out"][nodes.VALUE_SET] == {t * i for t in (0, 2, 4, 6) for i in range(4)}
     assert "prune_values: total takes 4 of its 7 inferred values" in applied(pruned)
     model = compile_rasp(program, VOCAB, 4)
     assert not any(label == "total:1" for label in model.residual_labels)

@@ -8,9 +8,10 @@ import numpy as np
 
 from compiler import compile_rasp
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.optimize import applied
-from compiler.passes.optimize.prune_tables import PAIRS, position_sets, prune_tables
+from compiler.passes.optimize.prune_tables import position_sets, prune_tables
 from compiler.passes.optimize.prune_values import prune_values
 from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis
@@ -46,8 +47,8 @@ def test_length_at_position_q_is_at_least_q_plus_one():
 def test_the_table_of_length_minus_indices_keeps_the_pairs_with_length_above_the_index():
     graph = _graph(_opposite(), 4)
     pruned = prune_tables(graph)
-    assert PAIRS not in graph.nodes["opp_minus_1"]  # the pass is pure
-    assert pruned.nodes["opp_minus_1"][PAIRS] == {(n, i) for n in range(1, 5) for i in range(n)}
+    assert nodes.TABLE_PAIRS not in graph.nodes["opp_minus_1"]  # the pass is pure
+    assert pruned.nodes["opp_minus_1"][nodes.TABLE_PAIRS] == {(n, i) for n in range(1, 5) for i in range(n)}
     (line,) = applied(pruned)
     assert line.startswith("prune_tables: the lookup table of opp_minus_1 keeps 10 of its 20 (length, indices) rows")
 
@@ -56,7 +57,7 @@ def test_pruned_model_is_smaller_and_equals_rasp_on_every_input():
     program = rasp.Aggregate(rasp.Select(rasp.indices, _opposite(), rasp.Comparison.EQ), rasp.tokens).named("rev")
     pruned = compile_rasp(program, VOCAB, 4)
     plain = compile_rasp(program, VOCAB, 4, optimize=["fold_maps", "fuse_inputs"])
-    assert pruned.graph.nodes["opp_minus_1"][PAIRS]
+    assert pruned.graph.nodes["opp_minus_1"][nodes.TABLE_PAIRS]
     assert (_table_units(pruned), _table_units(plain)) == (10, 20)
     inputs = [list(t) for n in range(1, 5) for t in itertools.product(VOCAB, repeat=n)]  # 340
     expected = [rasp.evaluate(program, tokens) for tokens in inputs]
@@ -79,7 +80,7 @@ def test_inputs_without_position_structure_keep_the_whole_table():
     doubled = rasp.Map(lambda x: 2 * x, rasp.tokens).named("doubled")
     program = rasp.SequenceMap(lambda a, b: a + b, doubled, rasp.tokens).named("sum")
     graph = prune_tables(_graph(program, 3))
-    assert PAIRS not in graph.nodes["sum"] and not applied(graph)
+    assert nodes.TABLE_PAIRS not in graph.nodes["sum"] and not applied(graph)
 
 
 def test_lookup_mlp_builds_units_for_the_given_pairs_only():
@@ -107,10 +108,10 @@ def test_prune_values_keeps_only_what_the_kept_rows_produce():
     below = rasp.SequenceMap(lambda n, i: n > i, length, rasp.indices).named("below")  # always True
     program = rasp.SequenceMap(lambda b, t: (b, t), below, rasp.tokens).named("out")
     graph = _graph(program, 4)
-    assert graph.nodes["below"][g.VALUE_SET] == {False, True}
+    assert graph.nodes["below"][nodes.VALUE_SET] == {False, True}
     pruned = prune_values(prune_tables(graph))
-    assert pruned.nodes["below"][g.VALUE_SET] == {True}
-    assert pruned.nodes["out"][g.VALUE_SET] == {(True, t) for t in VOCAB}
+    assert pruned.nodes["below"][nodes.VALUE_SET] == {True}
+    assert pruned.nodes["out"][nodes.VALUE_SET] == {(True, t) for t in VOCAB}
     model = compile_rasp(program, VOCAB, 4)
     assert "below:False" not in model.residual_labels
     inputs = [list(t) for n in range(1, 5) for t in itertools.product(VOCAB, repeat=n)]

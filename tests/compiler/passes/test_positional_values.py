@@ -3,12 +3,13 @@
 import random
 
 import pytest
+from support import outputs_match, random_inputs
 
 from compiler import compile_rasp
+from compiler.examples import EXAMPLES
 from compiler.passes import graph as g
-from compiler.cli.examples import EXAMPLES
+from compiler.passes import nodes
 from compiler.passes.values import infer_values
-from support import outputs_match, random_inputs
 from rasp import lib, rasp
 
 
@@ -54,8 +55,8 @@ def test_difference_of_prefix_fractions_shares_denominators():
     balance = lib.make_pair_balance(rasp.tokens, "(", ")")
     graph = g.trace(balance)
     infer_values(graph, {"(", ")"}, 50)
-    values = graph.nodes[balance.label][g.VALUE_SET]
-    by_position = graph.nodes[balance.label][g.BY_POSITION]
+    values = graph.nodes[balance.label][nodes.VALUE_SET]
+    by_position = graph.nodes[balance.label][nodes.BY_POSITION]
     assert len(values) < 10_000  # was 384,089 combining every denominator with every other
     assert by_position[0] == {-1.0, 0.0, 1.0}
     expected_q3 = {o / 4 - c / 4 for o in range(5) for c in range(5)}
@@ -69,8 +70,8 @@ def test_selector_over_later_positions_keeps_every_input_length():
     mean = rasp.numerical(rasp.Aggregate(later, ones, default=0)).named("mean_after")
     graph = g.trace(mean)
     infer_values(graph, {"x", "y"}, 4)
-    assert graph.nodes["mean_after"][g.BY_POSITION][1] == {0, 0.5, 1}
-    assert graph.nodes["mean_after"][g.BY_POSITION][3] == {0}  # nothing after the last position
+    assert graph.nodes["mean_after"][nodes.BY_POSITION][1] == {0, 0.5, 1}
+    assert graph.nodes["mean_after"][nodes.BY_POSITION][3] == {0}  # nothing after the last position
     model = compile_rasp(mean, {"x", "y"}, 4)
     for tokens in random_inputs(["x", "y"], 4, 50, seed=3):
         assert outputs_match(model.apply(["BOS"] + tokens).decoded[1:], mean(tokens))

@@ -64,7 +64,7 @@ def test_a_library_program_compiles_to_numpy_weights_without_jax():
     out = run_blocked(
         """
         import numpy as np
-        from compiler.passes import assemble, graph as g
+        from compiler.passes import assemble, graph as g, nodes
         from compiler.passes.allocate import place_blocks
         from compiler.passes.discretise import discretise_numerical_inputs
         from compiler.passes.fuse import fuse_elementwise
@@ -89,7 +89,7 @@ def test_a_library_program_compiles_to_numpy_weights_without_jax():
         token_ids = {1: 0, 2: 1, 3: 2, "BOS": 3, "PAD": 4}
         tables = assemble.embeddings(graph, residual, token_ids, "BOS", "PAD", max_seq_len)
         config, weights = assemble.assemble(
-            residual, sublayers, tables, output_space(graph, graph.graph["sink"]),
+            residual, sublayers, tables, output_space(graph, graph.graph[nodes.SINK]),
             max_seq_len=max_seq_len, causal=False, numerical_output=False,
         )
         assert config.residual_width == residual.num_dims
