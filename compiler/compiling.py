@@ -17,16 +17,17 @@ from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.model.from_craft import model_from_craft
-from compiler.passes import assemble, nodes
+from compiler.passes import nodes
 from compiler.passes import graph as g
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
-from compiler.passes.lower import LoweringOptions, lower, output_space
+from compiler.passes.layout import lay_out
+from compiler.passes.lower import LoweringOptions, lower
 from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
-from craft.bases import TOKENS_NAME, BasisDirection, bos_direction, value_sort_key
+from craft.bases import bos_direction, value_sort_key
 from craft.blocks import SeriesWithResiduals
 from craft.chamber.numerical_mlp import MIN_SHARPNESS
 from rasp import rasp
@@ -90,7 +91,7 @@ def compile_rasp(
             f"mlp_exactness must be a number >= {MIN_SHARPNESS:g} (the sharpness of numerical "
             f"MLP ramps), got {mlp_exactness!r}"
         )
-    bos, pad = bos_direction(compiler_bos), BasisDirection(TOKENS_NAME, compiler_pad)
+    bos = bos_direction(compiler_bos)
     merged, merges = optimize_program(program, passes)
     traced = g.trace(discretise_numerical_inputs(merged))
     record(traced, merges)
@@ -104,25 +105,13 @@ def compile_rasp(
     options = LoweringOptions(max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness))
     lower(graph, options)
     sublayers = place_blocks(graph, allocator)
-    residual = assemble.residual_space(graph, sublayers, bos, pad)
-
-    # Embeddings, then weights and the Haiku model (the one path from Craft blocks to Haiku).
     encoder = InputEncoder(tokens, compiler_bos, compiler_pad, max_seq_len)
-    sink = graph.graph[nodes.SINK]
-    out_space = output_space(graph, sink)
-    numerical_output = g.is_numerical(graph, sink)
-    haiku = model_from_craft(
-        residual,
-        sublayers,
-        assemble.embeddings(graph, residual, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len),
-        out_space,
-        max_seq_len=max_seq_len,
-        causal=causal,
-        numerical_output=numerical_output,
-        sparse_qk=FACTOR_QK in passes,
+    craft = lay_out(
+        graph, sublayers, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len=max_seq_len, causal=causal
     )
+    haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes)
     output_encoder = OutputEncoder(
-        values=None if numerical_output else tuple(d.value for d in out_space.basis),
+        values=None if craft.numerical_output else tuple(d.value for d in craft.output_space.basis),
         bos=compiler_bos,
     )
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
@@ -140,7 +129,7 @@ def compile_rasp(
         graph=graph,
         craft_model=craft_model,
         sublayers=tuple(sublayers),
-        residual_space=residual,
+        residual_space=craft.residual,
         input_encoder=encoder,
         output_encoder=output_encoder,
         program=program,

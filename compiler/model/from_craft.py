@@ -1,9 +1,10 @@
 """Craft blocks laid out in sub-layers -> a runnable Haiku model: the one way to do it.
 
 `compile_rasp` and every construction that runs its blocks in the compiler's transformer
-(`constructions.common.in_model`, `constructions.facts.haiku_model`) go through
-`model_from_craft`: assemble the blocks and embedding tables into weights
-(`compiler.passes.assemble`), then build the jitted Haiku forward pass from them
+(`constructions.common.in_model`, `constructions.facts.haiku_model`) describe the model as a
+`compiler.passes.layout.CraftModel` (blocks per sub-layer, residual space, embedding tables,
+output space) and call `model_from_craft`, which assembles the weights
+(`compiler.passes.assemble`) and builds the jitted Haiku forward pass from them
 (`compiler.model.transformer.build`). `embeddings_from_vectors` writes the embedding tables from
 residual vectors, for callers that describe tokens and positions as Craft vectors.
 """
@@ -16,11 +17,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from compiler.model.transformer import ModelConfig, ModelOutput, build
-from compiler.passes.assemble import Embeddings, assemble
+from compiler.passes.assemble import assemble
+from compiler.passes.layout import CraftModel, Embeddings
 from craft.bases import VectorInBasis, VectorSpaceWithBasis
-from craft.blocks import MLP, AttentionHead, MultiAttentionHead
-
-SubLayer = MLP | AttentionHead | MultiAttentionHead | None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -65,30 +64,25 @@ def _table(residual: VectorSpaceWithBasis, rows: Sequence[VectorInBasis | None],
     return table
 
 
-def model_from_craft(
-    residual: VectorSpaceWithBasis,
-    sublayers: Sequence[SubLayer],
-    embeddings: Embeddings,
-    output_space: VectorSpaceWithBasis,
-    *,
-    max_seq_len: int,
-    causal: bool,
-    numerical_output: bool = False,
-    sparse_qk: bool = True,
-) -> HaikuModel:
-    """Assemble `sublayers` (even index: attention, odd: MLP, `None`: empty) and build the model.
+def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True) -> HaikuModel:
+    """Assemble `craft`'s blocks and tables into weights and build the Haiku model.
 
-    The arguments are those of `compiler.passes.assemble.assemble`; the output is read from
-    `output_space` (one logit per direction, or one value when `numerical_output`).
+    Args:
+      craft: the blocks per sub-layer, residual space, embeddings and output space.
+      sparse_qk: factor each `W_QK` per component (`compiler.passes.qk_factor`); False gives
+        `I, W_QKᵀ`.
+
+    Returns:
+      The config, the Haiku params and `forward(params, ids, projection=None)`.
     """
     config, weights = assemble(
-        residual,
-        list(sublayers),
-        embeddings,
-        output_space,
-        max_seq_len=max_seq_len,
-        causal=causal,
-        numerical_output=numerical_output,
+        craft.residual,
+        list(craft.sublayers),
+        craft.embeddings,
+        craft.output_space,
+        max_seq_len=craft.max_seq_len,
+        causal=craft.causal,
+        numerical_output=craft.numerical_output,
         sparse_qk=sparse_qk,
     )
     params, forward, _ = build(config, weights)

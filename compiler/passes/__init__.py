@@ -10,8 +10,9 @@
    normalises selectors; ``numerical_maps`` measures numerical Maps, reused by lowering).
 6. ``optimize``: fold, fuse and prune; ``lower``: Craft blocks per s-op.
 7. ``allocate``: place blocks on sub-layers (longest path or an exact MILP).
-8. ``assemble``: lay out the residual stream, build the embeddings and turn blocks into weight
-   records (``qk_factor`` factors large query-key blocks).
+8. ``layout``: lay out the residual stream and build the embeddings: a ``CraftModel``.
+9. ``assemble``: turn a ``CraftModel``'s blocks into weight records (``qk_factor`` factors large
+   query-key blocks); called by ``compiler.model.from_craft``.
 
 Nothing here imports JAX; the Haiku model lives in ``compiler.model`` (its JAX-free
 configuration records, which ``assemble`` produces, in ``compiler.model.config``).

@@ -1,10 +1,10 @@
 """Assemble Craft blocks, laid out in sub-layers, into model weights.
 
-`residual_space` lays out the residual stream of a lowered graph and its sub-layers;
-`embeddings` builds the token and position tables writing into it. `assemble` takes the
-residual space, the blocks of every sub-layer (even index: attention, odd: MLP), the embedding
-tables and the output space, and returns a `ModelConfig` and the numpy weights keyed like the
-Haiku params. Everything here is numpy; JAX is only needed to run the model.
+`assemble` takes the residual space, the blocks of every sub-layer (even index: attention, odd:
+MLP), the embedding tables and the output space (what `compiler.passes.layout.CraftModel`
+holds), and returns a `ModelConfig` and the numpy weights keyed like the Haiku params. It is
+called by `compiler.model.from_craft`, the one way from Craft blocks to a Haiku model.
+Everything here is numpy; JAX is only needed to run the model.
 
 Heads are factored exactly: `W_QK` (queries x keys, restricted to the rows and columns it uses)
 is split into the connected components of its non-zero pattern, each becoming `I, Sᵀ` or `S, I`
@@ -18,95 +18,18 @@ Large blocks arrive as scipy.sparse matrices and are sliced and stored without b
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Hashable, Mapping
-from typing import Any
 
-import networkx as nx
 import numpy as np
 from scipy import sparse
 
 from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
-from compiler.passes import graph as g
-from compiler.passes import nodes
+from compiler.passes.layout import Embeddings
 from compiler.passes.qk_factor import sparse_factors
-from craft.bases import ONE, TOKENS_NAME, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
-from craft.blocks import MLP, AttentionHead, Block, MultiAttentionHead
+from craft.bases import BasisDirection, VectorSpaceWithBasis
+from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.maps import FactoredBilinearMap
 
 Weights = dict[str, dict[str, np.ndarray]]
-
-
-@dataclasses.dataclass(frozen=True)
-class Embeddings:
-    """Residual vectors written by each token id and each position (row = id / position)."""
-
-    token: np.ndarray  # [vocab_size, D]
-    position: np.ndarray  # [max_seq_len + 1, D]
-    pad_id: int
-
-
-def residual_space(
-    graph: nx.DiGraph, sublayers: list[Block | None], bos: BasisDirection, pad: BasisDirection
-) -> VectorSpaceWithBasis:
-    """The residual stream: `one`, BOS, PAD, every s-op's subspace and every block's input and
-    output spaces, joined (sorted, so the same program always gets the same layout)."""
-    spaces = [graph.nodes[label][nodes.OUTPUT_SPACE] for label in g.sop_nodes(graph)]
-    for block in sublayers:
-        if block is not None:
-            spaces += [block.input_space, block.output_space]
-    return join_vector_spaces(VectorSpaceWithBasis((ONE, bos, pad)), *spaces)
-
-
-def embeddings(
-    graph: nx.DiGraph,
-    residual: VectorSpaceWithBasis,
-    token_ids: Mapping[Hashable, int],
-    bos: Hashable,
-    pad: Hashable,
-    max_seq_len: int,
-) -> Embeddings:
-    """The embedding tables of a lowered graph.
-
-    `token_ids` numbers every input token, BOS and PAD included. Token rows write `tokens:x`,
-    `one` and every `Full`; position rows (position 0 is BOS) write `indices` and constants.
-    """
-    vocab_size = len(token_ids)
-    bos_id, pad_id = token_ids[bos], token_ids[pad]
-    vocab = [token for token in token_ids if token != bos and token != pad]
-    token = np.zeros((vocab_size, residual.num_dims), dtype=np.float32)
-    position = np.zeros((max_seq_len + 1, residual.num_dims), dtype=np.float32)
-    token[:, residual.index(ONE)] = 1.0
-    token[bos_id, residual.index(BasisDirection(TOKENS_NAME, bos))] = 1.0
-    token[pad_id, residual.index(BasisDirection(TOKENS_NAME, pad))] = 1.0
-    for label in g.sop_nodes(graph):
-        node = graph.nodes[label]
-        kind, expr = node[nodes.KIND], node[nodes.EXPR]
-        numerical = g.is_numerical(graph, label)
-        if kind is g.NodeKind.TOKENS:
-            for token_value in vocab:
-                column, value = _direction(residual, label, token_value, numerical)
-                token[token_ids[token_value], column] = value
-        elif kind is g.NodeKind.INDICES:
-            for i in range(max_seq_len):
-                column, value = _direction(residual, label, i, numerical)
-                position[i + 1, column] = value
-        elif kind is g.NodeKind.FULL and expr.fill is not None:
-            column, value = _direction(residual, label, expr.fill, numerical)
-            token[np.arange(vocab_size) != bos_id, column] = value
-        elif kind is g.NodeKind.CONSTANT:
-            for i, fill in enumerate(list(expr.value)[:max_seq_len]):
-                if fill is not None:
-                    column, value = _direction(residual, label, fill, numerical)
-                    position[i + 1, column] = value
-    return Embeddings(token=token, position=position, pad_id=pad_id)
-
-
-def _direction(residual: VectorSpaceWithBasis, label: str, value: Any, numerical: bool) -> tuple[int, float]:
-    """The residual column an s-op's value is written to, and what is written there."""
-    if numerical:
-        return residual.index(BasisDirection(label)), float(value)
-    return residual.index(BasisDirection(label, value)), 1.0
 
 
 def _indices(residual: VectorSpaceWithBasis, directions: tuple[BasisDirection, ...]) -> tuple[int, ...]:

@@ -64,6 +64,7 @@ def build_construction_model(sublayers: Sequence, token_vectors: Sequence[Vector
     Token id 0 is BOS (writes ``tokens:BOS``); an extra last id is padding (writes nothing).
     """
     from compiler.model.from_craft import embeddings_from_vectors, model_from_craft
+    from compiler.passes.layout import CraftModel
 
     blocks = [b for b in sublayers if b is not None]
     spaces = [VectorSpaceWithBasis([ONE, BOS])]
@@ -73,6 +74,6 @@ def build_construction_model(sublayers: Sequence, token_vectors: Sequence[Vector
     tokens = [residual.vector_from_basis_direction(BOS), *token_vectors, None]
     one = residual.vector_from_basis_direction(ONE)
     embeddings = embeddings_from_vectors(residual, tokens, [one] * (max_seq_len + 1), pad_id=len(tokens) - 1)
-    haiku = model_from_craft(residual, sublayers, embeddings, residual, max_seq_len=max_seq_len, causal=causal)
+    haiku = model_from_craft(CraftModel(residual, tuple(sublayers), embeddings, residual, max_seq_len, causal))
     return ConstructionModel(residual, SeriesWithResiduals(tuple(blocks)), tuple(sublayers), embeddings.token,
                              haiku.config, haiku.params, haiku.forward, max_seq_len)

@@ -43,12 +43,13 @@ class HaikuFactModel:
 def assemble_fact_model(model: FactModel) -> HaikuFactModel:
     """Lay the fact model's blocks out as one attention + one MLP sub-layer and build it."""
     from compiler.model.from_craft import embeddings_from_vectors, model_from_craft
+    from compiler.passes.layout import CraftModel
 
     residual = join_vector_spaces(model.residual_space)
     bos = residual.vector_from_basis_direction(BOS_DIRECTION)
     words = [residual.vector_from_basis_direction(d) for d in model.token_space.basis]
     tokens = [bos, *words, None]
     embeddings = embeddings_from_vectors(residual, tokens, [None] * 3, pad_id=len(tokens) - 1)
-    haiku = model_from_craft(residual, model.sublayers, embeddings, model.output_space,
-                             max_seq_len=2, causal=True)
+    haiku = model_from_craft(CraftModel(residual, tuple(model.sublayers), embeddings, model.output_space,
+                                        max_seq_len=2, causal=True))
     return HaikuFactModel(model, residual, haiku.config, haiku.params, haiku.forward)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from compiler.model.from_craft import embeddings_from_vectors, model_from_craft
+from compiler.passes.layout import CraftModel
 from compiler.model.config import AttentionSpec, MLPSpec
 from craft.bases import ONE, TOKENS_NAME, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import SeriesWithResiduals
@@ -44,10 +45,10 @@ def _model(numerical_output: bool = False):
     one = residual.vector_from_basis_direction(ONE)
     embeddings = embeddings_from_vectors(residual, tokens, [one] * (MAX_SEQ_LEN + 1), pad_id=len(VOCAB) + 1)
     output = MEAN if numerical_output else DOUBLE
-    model = model_from_craft(
-        residual, sublayers, embeddings, output, max_seq_len=MAX_SEQ_LEN, causal=False,
+    model = model_from_craft(CraftModel(
+        residual, tuple(sublayers), embeddings, output, max_seq_len=MAX_SEQ_LEN, causal=False,
         numerical_output=numerical_output,
-    )
+    ))
     return model, residual, embeddings, sublayers
 
 

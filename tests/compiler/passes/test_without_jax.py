@@ -66,6 +66,7 @@ def test_a_library_program_compiles_to_numpy_weights_without_jax():
         import numpy as np
         from compiler.passes import assemble, graph as g, nodes
         from compiler.passes.allocate import place_blocks
+        from compiler.passes.layout import lay_out
         from compiler.passes.discretise import discretise_numerical_inputs
         from compiler.passes.fuse import fuse_elementwise
         from compiler.passes.lower import LoweringOptions, lower, output_space
@@ -85,11 +86,12 @@ def test_a_library_program_compiles_to_numpy_weights_without_jax():
         graph = optimize_graph(fused, PASSES)
         lower(graph, LoweringOptions(max_seq_len=max_seq_len, causal=False, bos=bos))
         sublayers = place_blocks(graph)
-        residual = assemble.residual_space(graph, sublayers, bos, pad)
         token_ids = {1: 0, 2: 1, 3: 2, "BOS": 3, "PAD": 4}
-        tables = assemble.embeddings(graph, residual, token_ids, "BOS", "PAD", max_seq_len)
+        craft = lay_out(graph, sublayers, token_ids, "BOS", "PAD", max_seq_len=max_seq_len, causal=False)
+        residual, tables = craft.residual, craft.embeddings
+        assert craft.output_space == output_space(graph, graph.graph[nodes.SINK])
         config, weights = assemble.assemble(
-            residual, sublayers, tables, output_space(graph, graph.graph[nodes.SINK]),
+            residual, list(craft.sublayers), tables, craft.output_space,
             max_seq_len=max_seq_len, causal=False, numerical_output=False,
         )
         assert config.residual_width == residual.num_dims

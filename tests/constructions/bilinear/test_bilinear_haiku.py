@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("compiler.passes.assemble")
 
 from compiler.model.from_craft import model_from_craft  # noqa: E402
-from compiler.passes.assemble import Embeddings  # noqa: E402
+from compiler.passes.layout import CraftModel, Embeddings  # noqa: E402
 from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction  # noqa: E402
 
 from constructions.bilinear.to_craft import boolean_gate_mlp  # noqa: E402
@@ -27,9 +27,9 @@ def test_bilinear_gate_in_haiku_model(table):
         tokens[i + 1, residual.index(X)], tokens[i + 1, residual.index(Y)] = x, y
     position = np.zeros((5, residual.num_dims), dtype=np.float32)
     position[:, residual.index(ONE)] = 1.0
-    model = model_from_craft(residual, [None, mlp], Embeddings(tokens, position, 5),
-                             VectorSpaceWithBasis((out,)), max_seq_len=4, causal=False,
-                             numerical_output=True)
+    model = model_from_craft(CraftModel(residual, (None, mlp), Embeddings(tokens, position, 5),
+                                        VectorSpaceWithBasis((out,)), max_seq_len=4, causal=False,
+                                        numerical_output=True))
     ids = np.array([[0, 1, 2, 3, 4]], dtype=np.int32)
     result = np.asarray(model.forward(model.params, ids).output)[0]
     assert np.abs(result - np.array((0,) + tuple(table))).max() < 1e-5

@@ -94,7 +94,7 @@ def _feature_rows(features, residual):
 
 def test_sfb_head_feature_table_reproduces_bigrams_in_craft_and_assembled_model():
     from compiler.model.from_craft import model_from_craft
-    from compiler.passes.assemble import Embeddings
+    from compiler.passes.layout import CraftModel, Embeddings
     from craft.bases import join_vector_spaces
 
     from constructions.circuits.attention_only import bilinear_table
@@ -119,8 +119,8 @@ def test_sfb_head_feature_table_reproduces_bigrams_in_craft_and_assembled_model(
 
     embed = Embeddings(np.zeros((3, residual.num_dims), np.float32),
                        np.zeros((2, residual.num_dims), np.float32), 2)
-    assembled_model = model_from_craft(residual, [head, None], embed, residual, max_seq_len=1,
-                                       causal=False)
+    assembled_model = model_from_craft(CraftModel(residual, (head, None), embed, residual, max_seq_len=1,
+                                                  causal=False))
     (assembled,), = compiled_heads(assembled_model).values()
     assert assembled.w_q.shape[1] == len(bigrams)  # explicit factors keep d_qk = |B|
     table = bilinear_table(assembled.qk, rows, rows, features.labels, features.labels)
