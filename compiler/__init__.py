@@ -4,8 +4,11 @@ The package is laid out in pipeline order: `compiler.passes` (numpy and networkx
 `compiler.model` (configuration records, the Haiku transformer, encoders, weight access),
 `compiler.io` (model files, export), `compiler.cli` (the command line) and `compiler.fuzzing`.
 
-Names that need JAX (`compile_rasp`, `CompiledModel`, ...) are imported on first use, so
-`import compiler.passes.validate` (or `from compiler import validate`) works without JAX.
+The entry points are importable from here: `compile_rasp` (and Tracr's `compile_rasp_to_model`),
+`CompiledModel`, `save_model` / `load_model` and `to_transformer_lens`, with the error classes.
+Names that need JAX are imported on first use (PEP 562), so `import compiler.passes.validate` (or
+`from compiler import validate`) works without JAX; this is the one package besides
+`compression` that loads lazily, because JAX forces it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ _LAZY = {
     "COMPILER_PAD": "compiler.compiling",
     "compile_rasp": "compiler.compiling",
     "compile_rasp_to_model": "compiler.compiling",
+    "load_model": "compiler.io.files",
+    "save_model": "compiler.io.files",
+    "to_transformer_lens": "compiler.io.export",
 }
 
 
@@ -61,5 +67,8 @@ __all__ = [
     "ValueInferenceError",
     "compile_rasp",
     "compile_rasp_to_model",
+    "load_model",
+    "save_model",
+    "to_transformer_lens",
     "validate",
 ]

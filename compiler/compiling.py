@@ -74,15 +74,38 @@ def compile_rasp(
 ) -> CompiledModel:
     """Compile `program` into a transformer exact on every input of up to `max_seq_len` tokens.
 
-    With `causal=True` the model computes `rasp.evaluate(program, xs, causal=True)`; when a
-    selector may select later positions (so that can differ from the plain evaluation) a
-    `CausalSemanticsWarning` names it, and `causal_strict=True` refuses the program instead.
-    `optimize` picks the optimisation passes (`compiler.passes.optimize`): True (default) runs all of
-    them, False none (one block per s-op, Tracr's layout), or a collection of pass names.
+    The model's decoded output equals `rasp.evaluate(program, tokens)` (with `causal=True`:
+    `rasp.evaluate(program, tokens, causal=True)`) on every input of 1 to `max_seq_len` tokens
+    drawn from `vocab`; numerical outputs within `CompiledModel.numerical_error_bound`.
 
-    Raises `UnsupportedProgramError` listing every reason when the program cannot be compiled
-    exactly (see `compiler.passes.validate`), `ValueInferenceError` when a value set cannot be computed,
-    and `InvalidInputError` for bad arguments.
+    Args:
+      program: the output s-op; everything it reads is compiled with it.
+      vocab: the input tokens (hashable, not None; strings, numbers, ...).
+      max_seq_len: the longest input, without BOS (the model has `max_seq_len + 1` positions).
+      causal: mask attention to earlier positions (a decoder). When a selector may select later
+        positions, so that the causal evaluation can differ from the plain one, a
+        `CausalSemanticsWarning` names it.
+      compiler_bos: the token at position 0 of every input (not in `vocab`).
+      compiler_pad: the padding token of batched inputs (not in `vocab`, not `compiler_bos`).
+      mlp_exactness: the sharpness of the ramps of discretising numerical MLPs (>= 4); larger is
+        sharper, capped where float32 stays exact.
+      allocator: places each s-op's block on a sub-layer: `compiler.passes.allocate.longest_path`
+        (default, each block right after its inputs) or `milp_schedule` (an exact MILP that
+        minimises the layer count), or any function with the same signature.
+      causal_strict: with `causal=True`, refuse programs whose selectors the causal mask can
+        change instead of warning.
+      optimize: the optimisation passes (`compiler.passes.optimize`): True runs all of them,
+        False none (Tracr's literal one-block-per-s-op layout), or an iterable of pass names.
+
+    Returns:
+      The `CompiledModel`: Haiku params and a pure, jittable forward, the config with the
+      residual labels, the graph, the Craft blocks, the input and output encoders.
+
+    Raises:
+      InvalidInputError: a bad argument (empty or string vocab, a special token in the vocab,
+        `max_seq_len < 1`, `mlp_exactness < 4`, an unknown pass name).
+      UnsupportedProgramError: the program cannot be compiled exactly; lists every reason.
+      ValueInferenceError: a value set cannot be computed.
     """
     tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
     passes = selected_passes(optimize)

@@ -6,3 +6,5 @@
 * ``circuits``: QK/OV circuit analysis of attention-only models, compiled ones included.
 * ``common``: what they share, e.g. running Craft blocks inside the compiler's Haiku model.
 """
+
+__all__: list[str] = []

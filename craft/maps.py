@@ -48,13 +48,6 @@ def to_dense(matrix: np.ndarray | sparse.sparray) -> np.ndarray:
     return matrix.toarray() if sparse.issparse(matrix) else np.asarray(matrix)
 
 
-def nonzero_count(matrix: np.ndarray | sparse.sparray) -> int:
-    """Stored non-zero entries (explicit zeros of a sparse matrix not counted)."""
-    if sparse.issparse(matrix):
-        return int(np.count_nonzero(matrix.data))
-    return int(np.count_nonzero(matrix))
-
-
 def _positions(from_space: VectorSpaceWithBasis, to_space: VectorSpaceWithBasis) -> np.ndarray:
     """Index in `to_space` of each direction of `from_space`, -1 where absent."""
     return np.fromiter(

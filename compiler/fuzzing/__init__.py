@@ -7,3 +7,5 @@ from the printable menu in `function_menu`. Checking: `differential` checks one 
 `regression` writes it as a pytest file, `buckets` groups refusal messages, and `driver` is the
 command line behind `benchmarks/fuzz.py`.
 """
+
+__all__: list[str] = []

@@ -390,11 +390,6 @@ def to_transformer_lens(model: CompiledModel, device: str = "cpu") -> Any:
     return tl_model.eval()
 
 
-def to_hooked_transformer(model: CompiledModel, device: str = "cpu") -> Any:
-    """Former name of `to_transformer_lens`, kept for existing callers."""
-    return to_transformer_lens(model, device)
-
-
 def _tensors(state: StateDict, device: str) -> dict[str, Any]:
     import torch
 

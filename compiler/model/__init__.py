@@ -1,1 +1,18 @@
-"""The compiled model: configuration records, the Haiku transformer, encoders, weight access."""
+"""The compiled model: configuration records, the Haiku transformer, encoders, weight access.
+
+Modules in reading order:
+
+* ``config`` — the JAX-free records that describe a model's shapes (``ModelConfig``, per-layer
+  specs, ``SparseLinear``); produced by ``compiler.passes.assemble``.
+* ``transformer`` — the Haiku decoder-only transformer built from a config and its weights.
+* ``from_craft`` — the one way from a ``compiler.passes.layout.CraftModel`` to a Haiku model.
+* ``encoders`` — token <-> id and output decoding.
+* ``compiled_model`` — ``CompiledModel``, what ``compile_rasp`` returns.
+* ``weights`` — reading a model's weights as matrices over the residual stream (the only place
+  outside ``transformer`` that knows the Haiku parameter names).
+
+Import the names from their modules (``from compiler.model.weights import head_weights``);
+the entry points are re-exported by ``compiler``.
+"""
+
+__all__: list[str] = []

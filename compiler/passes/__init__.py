@@ -17,3 +17,5 @@
 Nothing here imports JAX; the Haiku model lives in ``compiler.model`` (its JAX-free
 configuration records, which ``assemble`` produces, in ``compiler.model.config``).
 """
+
+__all__: list[str] = []

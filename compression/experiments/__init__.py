@@ -2,3 +2,5 @@
 
 Run them as modules, e.g. ``python -m compression.experiments.frac_prevs --quick``.
 """
+
+__all__: list[str] = []

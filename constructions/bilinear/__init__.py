@@ -8,3 +8,5 @@ Modules in reading order:
 
 Imports stay inside this family and ``craft``.
 """
+
+__all__: list[str] = []

@@ -10,3 +10,5 @@ Modules in reading order:
 
 Imports stay inside this family, ``craft`` and ``compiler.model``.
 """
+
+__all__: list[str] = []

@@ -6,3 +6,5 @@
 The families (``superposition``, ``facts``, ``bilinear``, ``circuits``) never import one another;
 what two of them need lives here.
 """
+
+__all__: list[str] = []

@@ -5,3 +5,5 @@
 
 Scripts sit on top of the families and may import any of them; nothing imports a script.
 """
+
+__all__: list[str] = []

@@ -15,3 +15,5 @@ Modules in reading order:
 
 Imports stay inside this family, ``craft``, ``constructions.common`` and ``compiler.model``.
 """
+
+__all__: list[str] = []

@@ -16,3 +16,5 @@ Modules in reading order:
 
 Imports stay inside this family, ``craft`` and ``constructions.common``.
 """
+
+__all__: list[str] = []

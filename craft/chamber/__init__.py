@@ -1,1 +1,8 @@
-"""The block library: one builder per RASP operation kind, returning Craft blocks."""
+"""The block library: one builder per RASP operation kind, returning Craft blocks.
+
+Modules: ``categorical_mlp`` (lookup tables), ``numerical_mlp`` (discretising MLPs) and
+``numerical_fit`` (the exact or most accurate numerical Map construction), ``categorical_attn``
+(selector heads), ``selector_width`` (the width head and its clean-up MLP).
+"""
+
+__all__: list[str] = []
