@@ -11,20 +11,22 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.encoders import InputEncoder, OutputEncoder
+from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.model.from_craft import model_from_craft
-from compiler.passes import nodes
 from compiler.passes import graph as g
+from compiler.passes import nodes
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.layout import lay_out
-from compiler.passes.lower import LoweringOptions, lower
+from compiler.passes.lower import LoweringOptions, lower, output_space
 from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
+from compiler.passes.outputs import Outputs
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
 from craft.bases import bos_direction, value_sort_key
@@ -60,8 +62,37 @@ def _check_arguments(vocab: Iterable[Any], max_seq_len: int, bos: Any, pad: Any)
     return tokens
 
 
+def _root(program: rasp.SOp | Sequence[rasp.SOp]) -> rasp.SOp | Outputs:
+    """The expression the passes start from: the program, or an `Outputs` tying several."""
+    if isinstance(program, rasp.RASPExpr) or not isinstance(program, (list, tuple)):
+        return program
+    if not program:
+        raise InvalidInputError("compile_rasp got an empty list of programs; pass at least one s-op")
+    for i, output in enumerate(program):
+        if not isinstance(output, rasp.SOp):
+            raise InvalidInputError(
+                f"program {i} of the list is a {type(output).__name__} ({output!r}), not an s-op; "
+                "list only s-ops such as Aggregate(...) or Map(...)"
+            )
+    return Outputs(tuple(program))
+
+
+def _output_encoder(graph: nx.DiGraph, multiple: bool, bos: Hashable) -> OutputEncoder | OutputsEncoder:
+    """Decodes each output s-op: one encoder, or one per program when several were compiled."""
+    encoders = tuple(
+        OutputEncoder(
+            values=None if g.is_numerical(graph, sink) else tuple(d.value for d in output_space(graph, sink).basis),
+            bos=bos,
+        )
+        for sink in graph.graph[nodes.SINKS]
+    )
+    if not multiple:
+        return encoders[0]
+    return OutputsEncoder(labels=tuple(graph.graph[nodes.SINKS]), encoders=encoders, bos=bos)
+
+
 def compile_rasp(
-    program: rasp.SOp,
+    program: rasp.SOp | Sequence[rasp.SOp],
     vocab: Iterable[Hashable],
     max_seq_len: int,
     causal: bool = False,
@@ -78,8 +109,14 @@ def compile_rasp(
     `rasp.evaluate(program, tokens, causal=True)`) on every input of 1 to `max_seq_len` tokens
     drawn from `vocab`; numerical outputs within `CompiledModel.numerical_error_bound`.
 
+    Several programs compile side by side into one model when `program` is a list or tuple of
+    s-ops: one residual stream, their shared sub-expressions computed once, one output per
+    program. `ModelOutput.output` then holds each program's logits (or value) in consecutive
+    columns, `CompiledModel.output_columns` says which, and `apply(...).decoded` is
+    `{output label: decoded sequence}` (labels made unique as in the residual labels).
+
     Args:
-      program: the output s-op; everything it reads is compiled with it.
+      program: the output s-op (everything it reads is compiled with it), or a list of them.
       vocab: the input tokens (hashable, not None; strings, numbers, ...).
       max_seq_len: the longest input, without BOS (the model has `max_seq_len + 1` positions).
       causal: mask attention to earlier positions (a decoder). When a selector may select later
@@ -115,7 +152,7 @@ def compile_rasp(
             f"MLP ramps), got {mlp_exactness!r}"
         )
     bos = bos_direction(compiler_bos)
-    merged, merges = optimize_program(program, passes)
+    merged, merges = optimize_program(_root(program), passes)
     traced = g.trace(discretise_numerical_inputs(merged))
     record(traced, merges)
     infer_values(traced, tokens, max_seq_len)
@@ -133,10 +170,7 @@ def compile_rasp(
         graph, sublayers, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len=max_seq_len, causal=causal
     )
     haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes)
-    output_encoder = OutputEncoder(
-        values=None if craft.numerical_output else tuple(d.value for d in craft.output_space.basis),
-        bos=compiler_bos,
-    )
+    output_encoder = _output_encoder(graph, isinstance(program, (list, tuple)), compiler_bos)
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
     map_errors = {
         label: (data[nodes.NUMERICAL_FIT].construction, data[nodes.NUMERICAL_FIT].error)

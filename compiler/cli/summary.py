@@ -9,12 +9,23 @@ import numpy as np
 
 from compiler.model.compiled_model import ApplyResult, CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec
+from compiler.model.encoders import OutputsEncoder
 from compiler.cli.head_notes import head_notes
 from compiler.passes.optimize import applied
 from compiler.model.weights import parameter_counts
 
 # Entries whose change between two residual snapshots exceeds this count as changed.
 CHANGE_TOLERANCE = 1e-6
+
+
+def _output_kind(model: CompiledModel) -> str:
+    """"numerical" or "categorical"; for several programs, each output's label and kind."""
+    encoder = model.output_encoder
+    if isinstance(encoder, OutputsEncoder):
+        kinds = (f"{label} ({'numerical' if part.numerical else 'categorical'})"
+                 for label, part in zip(encoder.labels, encoder.encoders))
+        return f"{len(encoder.labels)} programs: " + ", ".join(kinds)
+    return "numerical" if encoder.numerical else "categorical"
 
 
 def changed_entries(before: np.ndarray, after: np.ndarray) -> np.ndarray:
@@ -48,7 +59,7 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
         "pad": jsonable(model.input_encoder.pad),
         "max_seq_len": config.max_seq_len,
         "causal": config.causal,
-        "output": "numerical" if config.numerical_output else "categorical",
+        "output": _output_kind(model),
         "numerical_error_bound": model.numerical_error_bound,
         "renamed": {
             label: data["name"]

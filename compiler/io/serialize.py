@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.model.encoders import InputEncoder, OutputEncoder
+from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.errors import ModelFileError
 from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
 from craft.bases import BasisDirection, VectorSpaceWithBasis
@@ -201,12 +201,23 @@ def input_encoder_from_json(data: dict) -> InputEncoder:
     )
 
 
-def output_encoder_to_json(encoder: OutputEncoder) -> dict:
+def output_encoder_to_json(encoder: OutputEncoder | OutputsEncoder) -> dict:
+    """One output: `{"values", "bos"}`; several programs: `{"outputs": [[label, encoder], ...], "bos"}`."""
+    if isinstance(encoder, OutputsEncoder):
+        parts = [[label, output_encoder_to_json(part)] for label, part in zip(encoder.labels, encoder.encoders)]
+        return {"outputs": parts, "bos": encode_value(encoder.bos)}
     values = None if encoder.values is None else [encode_value(v) for v in encoder.values]
     return {"values": values, "bos": encode_value(encoder.bos)}
 
 
-def output_encoder_from_json(data: dict) -> OutputEncoder:
+def output_encoder_from_json(data: dict) -> OutputEncoder | OutputsEncoder:
+    if "outputs" in data:
+        parts = [(_typed(label, str), output_encoder_from_json(part)) for label, part in data["outputs"]]
+        return OutputsEncoder(
+            labels=tuple(label for label, _ in parts),
+            encoders=tuple(part for _, part in parts),
+            bos=decode_value(data["bos"]),
+        )
     values = data["values"]
     return OutputEncoder(
         values=None if values is None else tuple(decode_value(v) for v in values),

@@ -12,9 +12,10 @@ import jax.numpy as jnp
 import networkx as nx
 import numpy as np
 
-from compiler.model.encoders import InputEncoder, OutputEncoder
 from compiler.model.config import AttentionSpec, ModelConfig
+from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.model.transformer import ModelOutput
+from compiler.passes import nodes
 from craft.bases import VectorSpaceWithBasis
 from craft.blocks import SeriesWithResiduals
 
@@ -54,7 +55,7 @@ class CompiledModel:
     sublayers: tuple  # merged Craft block per sub-layer (None where empty)
     residual_space: VectorSpaceWithBasis
     input_encoder: InputEncoder
-    output_encoder: OutputEncoder
+    output_encoder: OutputEncoder | OutputsEncoder  # OutputsEncoder: several programs
     program: Any = None
     # Worst relative error |model - f(x)| / max(1, |f(x)|) of any numerical -> numerical Map
     # block over its input value set, measured in float32 at compile time (0.0: no such Map;
@@ -65,6 +66,18 @@ class CompiledModel:
     @property
     def residual_labels(self) -> tuple[str, ...]:
         return self.config.residual_labels
+
+    @property
+    def output_columns(self) -> dict[str, slice]:
+        """Each output s-op's columns of `ModelOutput.output`, by label.
+
+        One program: all columns (a numerical output is `[batch, T]`, without a column axis).
+        Several (`compile_rasp([...])`): consecutive blocks in program order.
+        """
+        if isinstance(self.output_encoder, OutputsEncoder):
+            return self.output_encoder.columns
+        label = self.graph.graph[nodes.SINK] if self.graph is not None else "output"
+        return {label: slice(0, self.output_encoder.width)}
 
     @property
     def stage_names(self) -> tuple[str, ...]:
@@ -113,11 +126,18 @@ class CompiledModel:
         attention = tuple(np.asarray(a[0]) for a in result.attention)
         return ApplyResult(self.output_encoder.decode(output), output, residuals, attention)
 
-    def apply_batch(self, batch: Sequence[Sequence[Hashable]]) -> list[list[Any]]:
-        """Decoded outputs of several sequences (each starting with BOS), padded internally."""
+    def apply_batch(self, batch: Sequence[Sequence[Hashable]]) -> list[list[Any]] | list[dict[str, list[Any]]]:
+        """Decoded outputs of several sequences (each starting with BOS), padded internally.
+
+        For several programs compiled together, each item is `{output label: decoded sequence}`.
+        """
         ids = self.input_encoder.encode_batch(batch)
         output = np.asarray(self.run(ids).output)
-        return [
-            self.output_encoder.decode(output[row])[: len(tokens)]
-            for row, tokens in enumerate(batch)
-        ]
+        return [_truncated(self.output_encoder.decode(output[row]), len(tokens)) for row, tokens in enumerate(batch)]
+
+
+def _truncated(decoded: list[Any] | dict[str, list[Any]], length: int) -> list[Any] | dict[str, list[Any]]:
+    """A decoded sequence (or each program's, for several) cut to the input's length."""
+    if isinstance(decoded, dict):
+        return {label: values[:length] for label, values in decoded.items()}
+    return decoded[:length]

@@ -113,3 +113,47 @@ class OutputEncoder:
             decoded = [None if e else self.values[b] for b, e in zip(best, empty)]
         decoded[0] = self.bos
         return decoded
+
+    @property
+    def width(self) -> int:
+        """The output columns this encoder reads: one for a number, one per categorical value."""
+        return 1 if self.numerical else len(self.values)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputsEncoder:
+    """Decodes the outputs of several programs compiled into one model (`compile_rasp([...])`).
+
+    The model's output is `[T, n]`: each program's columns one after the other, in program
+    order (a numerical output takes one column). `decode` returns `{label: decoded sequence}`.
+    """
+
+    labels: tuple[str, ...]
+    encoders: tuple[OutputEncoder, ...]
+    bos: Hashable
+
+    numerical = False
+
+    @property
+    def columns(self) -> dict[str, slice]:
+        """Each output's columns in the model's output."""
+        found, start = {}, 0
+        for label, encoder in zip(self.labels, self.encoders):
+            found[label] = slice(start, start + encoder.width)
+            start += encoder.width
+        return found
+
+    @property
+    def width(self) -> int:
+        return sum(encoder.width for encoder in self.encoders)
+
+    def decode(self, output: np.ndarray) -> dict[str, list[Any]]:
+        """Decode one sequence's `[T, n]` output into each program's decoded sequence."""
+        output = np.asarray(output)
+        if output.ndim == 1:  # a single numerical output, `[T]`
+            output = output[:, None]
+        decoded = {}
+        for (label, columns), encoder in zip(self.columns.items(), self.encoders):
+            part = output[:, columns]
+            decoded[label] = encoder.decode(part[:, 0] if encoder.numerical else part)
+        return decoded

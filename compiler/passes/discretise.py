@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiler.passes.outputs import Outputs
 from rasp import rasp
 
 CATEGORICAL_SUFFIX = "_categorical"
@@ -82,6 +83,8 @@ def rebuild(expr: rasp.RASPExpr, child: Callable[[rasp.RASPExpr], rasp.RASPExpr]
         new = rasp.SelectorOr(child(expr.fst), child(expr.snd))
     elif isinstance(expr, rasp.SelectorNot):
         new = rasp.SelectorNot(child(expr.inner))
+    elif isinstance(expr, Outputs):
+        new = Outputs(tuple(child(c) for c in expr.children))
     else:  # leaves and unknown types stay as they are (validation reports the latter)
         return expr
     return rasp.annotate(new, **dict(expr.annotations))

@@ -21,7 +21,7 @@ def fuse_elementwise(graph: nx.DiGraph) -> nx.DiGraph:
     """A copy of `graph` in which `Map(f, X)` is fused into `X` when X is a Map or a
     categorical SequenceMap read only by that Map (repeated until nothing fuses)."""
     graph = graph.copy()
-    sink = graph.graph[nodes.SINK]
+    sinks = graph.graph[nodes.SINKS]
     changed = True
     while changed:
         changed = False
@@ -34,7 +34,7 @@ def fuse_elementwise(graph: nx.DiGraph) -> nx.DiGraph:
                 inner_node[nodes.KIND] is g.NodeKind.SEQUENCE_MAP
                 and not any(g.is_numerical(graph, i) for i in g.operation(graph, inner)[1])
             )
-            if not fusable or inner == sink or list(graph.successors(inner)) != [label]:
+            if not fusable or inner in sinks or list(graph.successors(inner)) != [label]:
                 continue
             outer_f, _ = g.operation(graph, label)
             inner_f, inputs = g.operation(graph, inner)

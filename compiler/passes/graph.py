@@ -18,6 +18,7 @@ import networkx as nx
 
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import nodes, selectors
+from compiler.passes.outputs import Outputs, programs_of
 from compiler.passes.primitives import expand_length
 from compiler.passes.relabel import unique_labels
 from craft.bases import INDICES_NAME, TOKENS_NAME, BasisDirection, VectorSpaceWithBasis
@@ -91,17 +92,28 @@ def expression_kind(expr: rasp.RASPExpr) -> NodeKind:
     )
 
 
-def trace(program: rasp.SOp) -> nx.DiGraph:
-    """Return the expression graph of `program`; `graph.graph[nodes.SINK]` is the output's label."""
-    if not isinstance(program, rasp.SOp):
-        raise UnsupportedProgramError(
-            [f"the program must be an s-op, got {type(program).__name__} ({program!r}); "
-             "compile an s-op such as Aggregate(...) or Map(...), not a selector"]
-        )
+def trace(program: rasp.SOp | Outputs) -> nx.DiGraph:
+    """Return the expression graph of `program`.
+
+    `graph.graph[nodes.SINKS]` holds the output labels: the program's, or, for an `Outputs` root
+    (several programs compiled side by side), each program's in order; `nodes.SINK` is the first.
+    """
+    for output in programs_of(program):
+        if not isinstance(output, rasp.SOp):
+            raise UnsupportedProgramError(
+                [f"the program must be an s-op, got {type(output).__name__} ({output!r}); "
+                 "compile an s-op such as Aggregate(...) or Map(...), not a selector"]
+            )
     program, uses_length = expand_length(program)
     program, user_names = unique_labels(program)
-    graph = nx.DiGraph(**{nodes.SINK: program.label, nodes.USES_LENGTH: uses_length})
-    stack = [program]
+    sinks = tuple(output.label for output in programs_of(program))
+    if len(set(sinks)) < len(sinks):
+        repeated = sorted({label for label in sinks if sinks.count(label) > 1})
+        raise UnsupportedProgramError(
+            [f"{repeated[0]}: the same s-op is given twice as an output; list each program once"]
+        )
+    graph = nx.DiGraph(**{nodes.SINK: sinks[0], nodes.SINKS: sinks, nodes.USES_LENGTH: uses_length})
+    stack = list(programs_of(program))
     while stack:
         expr = stack.pop()
         existing = graph.nodes.get(expr.label)
@@ -125,7 +137,7 @@ def trace(program: rasp.SOp) -> nx.DiGraph:
             graph.add_edge(INDICES_NAME, label)
     if TOKENS_NAME not in graph:
         raise UnsupportedProgramError(
-            [f"{program.label}: the program never reads `tokens`, so its output does not depend "
+            [f"{sinks[0]}: the program never reads `tokens`, so its output does not depend "
              "on the input; build it from rasp.tokens (and rasp.indices)"]
         )
     if not nx.is_directed_acyclic_graph(graph):  # pragma: no cover - RASP builds DAGs only

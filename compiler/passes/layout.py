@@ -66,7 +66,7 @@ def lay_out(
     """The `CraftModel` of a lowered, allocated graph.
 
     Args:
-      graph: the lowered graph (`compiler.passes.lower`), its sink the program's output.
+      graph: the lowered graph (`compiler.passes.lower`); its sinks are the outputs.
       sublayers: its blocks per sub-layer (`compiler.passes.allocate.place_blocks`).
       token_ids: the id of every input token, BOS and PAD included.
       bos, pad: the special tokens.
@@ -75,16 +75,29 @@ def lay_out(
     """
     bos_dir, pad_dir = BasisDirection(TOKENS_NAME, bos), BasisDirection(TOKENS_NAME, pad)
     residual = residual_space(graph, sublayers, bos_dir, pad_dir)
-    sink = graph.graph[nodes.SINK]
+    sinks = graph.graph[nodes.SINKS]
     return CraftModel(
         residual=residual,
         sublayers=tuple(sublayers),
         embeddings=embeddings(graph, residual, token_ids, bos, pad, max_seq_len),
-        output_space=output_space(graph, sink),
+        output_space=outputs_space(graph),
         max_seq_len=max_seq_len,
         causal=causal,
-        numerical_output=g.is_numerical(graph, sink),
+        numerical_output=len(sinks) == 1 and g.is_numerical(graph, sinks[0]),
     )
+
+
+def outputs_space(graph: nx.DiGraph) -> VectorSpaceWithBasis:
+    """The directions the unembedding reads: each output s-op's space, in program order.
+
+    One program: its output space (one direction per value, or one numerical direction). Several
+    programs (`compiler.passes.outputs`): their spaces one after the other, so each program's
+    logits are a contiguous block of columns.
+    """
+    spaces = [output_space(graph, sink) for sink in graph.graph[nodes.SINKS]]
+    if len(spaces) == 1:
+        return spaces[0]
+    return VectorSpaceWithBasis(tuple(d for space in spaces for d in space.basis))
 
 
 def residual_space(

@@ -32,7 +32,8 @@ BLOCKS = "blocks"  # its Craft blocks
 LAYER = "layer"  # the sub-layer it was placed in (`compiler.passes.allocate`)
 
 # --- Graph attributes ------------------------------------------------------------------------
-SINK = "sink"  # the program's output label
+SINK = "sink"  # the program's output label (the first program's, when several are compiled)
+SINKS = "sinks"  # every output label, in program order (one per program)
 SOURCES = "sources"  # the embedded inputs present (tokens, indices)
 USES_LENGTH = "uses_length"  # the program reads rasp.length
 NUMERICAL_FITS = "numerical_fits"  # {label: NumericalMapFit} measured by validation, reused by lowering

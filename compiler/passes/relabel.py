@@ -12,14 +12,17 @@ rebuilt (same function, annotations and name), everything else keeps its identit
 from __future__ import annotations
 
 from compiler.passes.discretise import rebuild, walk
+from compiler.passes.outputs import programs_of
 from rasp import rasp
 
 
 def _priority(program: rasp.RASPExpr, order: list[rasp.RASPExpr]) -> list[rasp.RASPExpr]:
-    """Who keeps a contested name: the primitives, then the output, then walk order."""
+    """Who keeps a contested name: the primitives, then the outputs in order, then walk order."""
     primitives = [e for e in order if e is rasp.tokens or e is rasp.indices]
-    rest = [e for e in order if e is not program and not any(e is p for p in primitives)]
-    return primitives + [program] + rest
+    outputs = [e for e in programs_of(program) if not any(e is p for p in primitives)]
+    first = primitives + outputs
+    rest = [e for e in order if not any(e is p for p in first)]
+    return first + rest
 
 
 def unique_labels(program: rasp.SOp) -> tuple[rasp.SOp, dict[str, str]]:

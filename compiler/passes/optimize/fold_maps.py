@@ -64,7 +64,7 @@ def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
 def foldable_heads(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
     """The heads that would absorb Map `label`, or `()` when it cannot be folded."""
     node = graph.nodes[label]
-    if node[nodes.KIND] is not g.NodeKind.MAP or label == graph.graph[nodes.SINK]:
+    if node[nodes.KIND] is not g.NodeKind.MAP or label in graph.graph[nodes.SINKS]:
         return ()
     _, (inner,) = g.operation(graph, label)
     if rasp.is_numerical(graph.nodes[inner][nodes.EXPR]):

@@ -42,7 +42,7 @@ def foldable_aggregate(graph: nx.DiGraph, label: str) -> str | None:
         return None
     _, (inner,) = g.operation(graph, label)
     inner_node = graph.nodes[inner]
-    if inner_node[nodes.KIND] is not g.NodeKind.AGGREGATE or nodes.FOLDED_OUTPUT in inner_node or inner == graph.graph[nodes.SINK]:
+    if inner_node[nodes.KIND] is not g.NodeKind.AGGREGATE or nodes.FOLDED_OUTPUT in inner_node or inner in graph.graph[nodes.SINKS]:
         return None
     if rasp.is_numerical(inner_node[nodes.EXPR]) or list(graph.successors(inner)) != [label]:
         return None  # a numerical mean is no selected value; another reader needs the Aggregate

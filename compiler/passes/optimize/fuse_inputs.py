@@ -45,7 +45,7 @@ class FusedInputs:
 
 def _fusable_input(graph: nx.DiGraph, reader: str, label: str) -> bool:
     node = graph.nodes[label]
-    if node[nodes.KIND] is not g.NodeKind.MAP or label == graph.graph[nodes.SINK] or nodes.FN in node and len(node[nodes.INPUTS]) != 1:
+    if node[nodes.KIND] is not g.NodeKind.MAP or label in graph.graph[nodes.SINKS] or nodes.FN in node and len(node[nodes.INPUTS]) != 1:
         return False
     if rasp.is_numerical(node[nodes.EXPR]) or list(graph.successors(label)) != [reader]:
         return False

@@ -27,6 +27,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from compiler.passes.discretise import rebuild, walk
+from compiler.passes.outputs import Outputs, programs_of
 from rasp import rasp
 
 PLAIN = (type(None), bool, int, float, complex, str, bytes)
@@ -106,9 +107,11 @@ def merge_common(program: rasp.SOp) -> tuple[rasp.SOp, tuple[str, ...]]:
     def current(expr: rasp.RASPExpr) -> rasp.RASPExpr:
         return replaced.get(id(expr), expr)
 
+    outputs = {id(output) for output in programs_of(program)} if isinstance(program, Outputs) else set()
     for expr in walk(program):
         new = rebuild(expr, current) if any(id(c) in replaced for c in expr.children) else expr
-        key = _key(new)
+        # Each program compiled side by side keeps its own output, even when two compute the same.
+        key = _key(new) if id(expr) not in outputs else None
         kept = first.setdefault(key, new) if key is not None else new
         if kept is not new:
             merged.append(
