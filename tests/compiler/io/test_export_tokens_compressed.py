@@ -257,9 +257,11 @@ def test_patching_table_drops_the_padded_head(reverse_4_model, reverse_tl) -> No
     def metric(logits):
         return logits[0, 4, column]  # position 4 decodes 'a' on the clean input
 
-    table = patching.get_act_patch_attn_head_out_all_pos(tl_model, corrupt, clean_cache, metric)
+    table = patching.get_act_patch_attn_head_out_all_pos(tl_model, corrupt, clean_cache, metric).detach()
     assert tuple(table.shape) == (3, 1)
     effects = info.real_head_results(table)
     assert set(effects) == {(0, 0), (2, 0)}  # block 1's head is padding
-    assert float(table[1, 0]) == pytest.approx(float(metric(tl_model(corrupt))))  # the zero head does nothing
+    with torch.no_grad():
+        unpatched = float(metric(tl_model(corrupt)))
+    assert float(table[1, 0]) == pytest.approx(unpatched)  # the zero head does nothing
     assert float(effects[(2, 0)]) == pytest.approx(1.0, abs=1e-5)  # the copying head carries the answer
