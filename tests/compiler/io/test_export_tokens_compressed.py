@@ -263,3 +263,16 @@ def test_patching_table_drops_the_padded_head(reverse_4_model, reverse_tl) -> No
         unpatched = float(metric(tl_model(corrupt)))
     assert float(table[1, 0]) == pytest.approx(unpatched)  # the zero head does nothing
     assert float(effects[(2, 0)]) == pytest.approx(1.0, abs=1e-5)  # the copying head carries the answer
+
+
+@needs_tl
+def test_tokens_that_print_alike_are_told_apart_by_repr() -> None:
+    from compiler.io.hf_tokenizer import build_tokenizer, token_texts
+    from compiler.model.encoders import InputEncoder
+
+    encoder = InputEncoder(vocab=(1, "1", "x"), bos="BOS", pad="PAD", max_seq_len=3)
+    assert token_texts(encoder) == ("1", "'1'", "'x'", "'BOS'", "'PAD'")
+    tokenizer = build_tokenizer(encoder)
+    assert tokenizer("1 '1'")["input_ids"] == [encoder.bos_id, 0, 1]
+    assert tokenizer(["1", "'x' 1"], padding=True)["input_ids"] == [[3, 0, 4], [3, 2, 0]]
+    assert tokenizer.batch_decode([[3, 1, 4]]) == ["'BOS' '1' 'PAD'"]
