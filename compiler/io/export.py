@@ -29,7 +29,9 @@ What makes the export exact rather than approximately equal:
   no attention. Each exported head has one extra dimension whose query reads the constant `one`
   direction and whose key reads `tokens:PAD` times `-PAD_MASK_LOGIT`, so a PAD key's score drops
   by 10^9 and its softmax weight is exactly 0. Padded batches therefore need no
-  `attention_mask` (which TransformerLens 3 ignores for bidirectional models).
+  `attention_mask` (which TransformerLens 3 ignores for bidirectional models). A compressed
+  export keeps the mask only when `W` leaves `one` and `tokens:PAD` on axes of their own
+  (`_on_own_axes`); otherwise `pad_mask_dim` is `None` and batches must hold one length.
 
 TransformerLens' default weight processing (centring the unembedding, centring writing weights,
 folding layer norms) changes a compiled model's outputs; the returned model warns with
