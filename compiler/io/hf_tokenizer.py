@@ -27,6 +27,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
 from compiler.errors import InvalidInputError
+from compiler.io.export_info import ExportError
 from compiler.model.encoders import InputEncoder
 
 
@@ -34,11 +35,18 @@ def token_texts(encoder: InputEncoder) -> tuple[str, ...]:
     """The text of every input id: the vocabulary in id order, then BOS, then PAD.
 
     `str(token)` for every token, or `repr(token)` for every token when two `str`s collide.
+    Raises `ExportError` when two tokens have the same `repr` too (no text tells them apart).
     """
     tokens: Sequence[Hashable] = (*encoder.vocab, encoder.bos, encoder.pad)
     texts = tuple(str(token) for token in tokens)
     if len(set(texts)) < len(texts):
         texts = tuple(repr(token) for token in tokens)
+    if len(set(texts)) < len(texts):
+        alike = sorted({text for text in texts if texts.count(text) > 1})
+        raise ExportError(
+            f"input tokens share the text {alike[0]!r} under both str and repr, so no tokenizer can "
+            "tell them apart; give the vocabulary tokens distinct printed forms"
+        )
     return texts
 
 

@@ -276,3 +276,17 @@ def test_tokens_that_print_alike_are_told_apart_by_repr() -> None:
     assert tokenizer("1 '1'")["input_ids"] == [encoder.bos_id, 0, 1]
     assert tokenizer(["1", "'x' 1"], padding=True)["input_ids"] == [[3, 0, 4], [3, 2, 0]]
     assert tokenizer.batch_decode([[3, 1, 4]]) == ["'BOS' '1' 'PAD'"]
+
+
+@needs_tl
+def test_tokens_no_text_tells_apart_are_refused() -> None:
+    from compiler.io.hf_tokenizer import token_texts
+    from compiler.model.encoders import InputEncoder
+
+    class Same:
+        def __repr__(self) -> str:
+            return "same"
+
+    encoder = InputEncoder(vocab=(Same(), Same()), bos="BOS", pad="PAD", max_seq_len=2)
+    with pytest.raises(ExportError, match="share the text 'same' under both str and repr"):
+        token_texts(encoder)
