@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -16,8 +17,26 @@ from typing import Any
 from compiler.cli.args import ProgramError, UsageError, load_program, parse_input, parse_vocab
 from compiler.errors import CompilerError
 from compiler.examples import EXAMPLES
+from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES
 
 PROG = "tracr-compile"
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 10**6, "mb": 10**6, "mib": 1 << 20,
+          "g": 10**9, "gb": 10**9, "gib": 1 << 30}
+
+
+def _byte_count(text: str) -> int | None:
+    """`--max-weight-bytes`: a number of bytes (`4e9`, `512MiB`, `2GB`) or `none` (no limit)."""
+    if text.strip().lower() == "none":
+        return None
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
+    unit = match[2].lower() if match else ""
+    try:
+        value = float(match[1]) * _UNITS[unit] if match else -1.0
+    except (KeyError, ValueError):
+        value = -1.0
+    if not value >= 1:
+        raise UsageError(f"--max-weight-bytes {text!r} is not a positive size; give e.g. 2GiB, 4e9 or none")
+    return int(value)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--bos", default="BOS", help="beginning-of-sequence token (default BOS)")
     compiling.add_argument("--pad", default="PAD", help="padding token (default PAD)")
     compiling.add_argument("--mlp-exactness", type=float, default=100, metavar="X", help="numerical MLP exactness (default 100)")
+    compiling.add_argument(
+        "--max-weight-bytes", type=_byte_count, default=DEFAULT_MAX_WEIGHT_BYTES, metavar="N",
+        help="refuse a compile whose weights are estimated above N bytes (e.g. 4e9, 2GiB, none; default 1GiB)",
+    )
     compiling.add_argument("--validate-only", action="store_true", help="list every problem, compile nothing")
     outputs = parser.add_argument_group("outputs")
     outputs.add_argument("--out", metavar="PATH", help="save the compiled model to PATH")
@@ -86,6 +109,7 @@ def _check_sources(args: argparse.Namespace) -> None:
                 ("--causal", args.causal),
                 ("--causal-strict", args.causal_strict),
                 ("--validate-only", args.validate_only),
+                ("--max-weight-bytes", args.max_weight_bytes != DEFAULT_MAX_WEIGHT_BYTES),
             )
             if value
         ]
@@ -156,6 +180,7 @@ def _run(args: argparse.Namespace) -> int:
             compiler_bos=args.bos,
             compiler_pad=args.pad,
             mlp_exactness=args.mlp_exactness,
+            max_weight_bytes=args.max_weight_bytes,
         )
         report["program"] = label = program.label
     return _outputs(model, args, report, (source, label), default_input)
