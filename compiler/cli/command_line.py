@@ -76,7 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     outputs = parser.add_argument_group("outputs")
     outputs.add_argument("--out", metavar="PATH", help="save the compiled model to PATH")
     outputs.add_argument("--input", metavar="TOKENS", help='run on e.g. "BOS x a c x" and print the residual stream')
-    outputs.add_argument("--plot", metavar="PNG", help="write residual, attention and head pictures")
+    outputs.add_argument(
+        "--plot", metavar="PATH",
+        help="write residual, attention and head pictures; PATH ends in .png, .svg or .pdf (vector, for papers)",
+    )
+    outputs.add_argument("--dpi", type=float, default=150, help="resolution of --plot PNGs (default 150)")
     outputs.add_argument("--json", action="store_true", help="print a machine-readable summary instead of text")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
@@ -117,6 +121,10 @@ def _check_sources(args: argparse.Namespace) -> None:
             raise UsageError(f"{', '.join(compile_flags)} only apply when compiling, not with --load")
     if args.example and args.example not in EXAMPLES:
         raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(EXAMPLES)}")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+        raise UsageError(f"--plot {args.plot!r}: end the path with .png, .svg or .pdf (the picture format)")
+    if not args.dpi > 0:
+        raise UsageError(f"--dpi must be positive, got {args.dpi:g}")
     if args.max_seq_len is not None and args.max_seq_len < 1:
         raise UsageError(f"--max-seq-len must be at least 1, got {args.max_seq_len}")
 
@@ -219,7 +227,7 @@ def _outputs(
     if args.plot:
         from compiler.cli.plots import plot_all
 
-        written = plot_all(model, tokens, args.plot)
+        written = plot_all(model, tokens, args.plot, dpi=args.dpi)
         report["plots"] = [str(p) for p in written]
         text.append("wrote " + ", ".join(str(p) for p in written))
     if args.json:
