@@ -1,0 +1,10 @@
+"""Ground truth a method can be scored against, computed from compiled models.
+
+Modules (sub-packages), in reading order:
+
+* ``circuits``: the circuit of a compiled model under a stated ablation, measured by patching and
+  verified (sufficiency and necessity), the difficulty dial of model variants, reference
+  discovery methods and their scores.
+"""
+
+__all__: list[str] = []
