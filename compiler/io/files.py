@@ -34,7 +34,7 @@ import numpy as np
 import safetensors.numpy
 
 from compiler.io import serialize
-from compiler.io.atomic import atomic_write_bytes
+from compiler.io.atomic import atomic_write_bytes, check_target
 from compiler.model.compiled_model import CompiledModel
 from compiler.errors import ModelFileError
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
@@ -204,8 +204,11 @@ def save_model(
     (every weight a full matrix) or `"sparse"` (weights as the model stores them: smaller, but
     readers need the config's index lists). The file gets the permissions of any new file
     (0666 minus the umask). Raises `ModelFileError` if a token or s-op value has a type the
-    format cannot store.
+    format cannot store, or if `path` cannot be written (a folder, a device or other special
+    file, a path under a file, an empty path, a read-only place), naming the path and the fix;
+    the path is checked before the file's contents are built.
     """
+    check_target(path)
     return atomic_write_bytes(path, model_bytes(model, source, label, storage))
 
 

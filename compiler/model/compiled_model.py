@@ -139,7 +139,10 @@ class CompiledModel:
         """Decoded outputs of several sequences (each starting with BOS), padded internally.
 
         For several programs compiled together, each item is `{output label: decoded sequence}`.
+        An empty batch gives `[]`; a string or a flat token list raises `InvalidInputError`.
         """
+        if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)) and len(batch) == 0:
+            return []
         ids = self.input_encoder.encode_batch(batch)
         output = np.asarray(self.run(ids).output)
         return [_truncated(self.output_encoder.decode(output[row]), len(tokens)) for row, tokens in enumerate(batch)]
