@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compiler import CompiledModel
-from compiler.model.config import AttentionSpec
+from compiler.model.config import AttentionSpec, LayerSpec, ModelConfig, SparseLinear
 from compiler.model.transformer import PRECISION, CompiledTransformer, _ParamGroup, apply_linear
 from craft.blocks import activate
 
@@ -70,45 +70,126 @@ def residual_sites(compiled: CompiledModel) -> tuple[Site, ...]:
     return tuple(Site("resid", k) for k in range(len(compiled.config.layers) + 1))
 
 
+def _rows(specs: list[SparseLinear], side: str, width: int) -> tuple[int, ...]:
+    """The residual coordinates some of ``specs`` read (``side="in"``) or write (``"out"``)."""
+    found: set[int] = set()
+    for spec in specs:
+        idx = spec.in_idx if side == "in" else spec.out_idx
+        if idx is None:
+            return tuple(range(width))
+        found |= set(idx)
+    return tuple(sorted(found))
+
+
+def _remap(spec: SparseLinear, rows: tuple[int, ...], side: str) -> SparseLinear:
+    """``spec`` reading (writing) positions within ``rows`` instead of residual coordinates."""
+    idx = spec.in_idx if side == "in" else spec.out_idx
+    if idx is None:
+        return spec
+    at = {r: j for j, r in enumerate(rows)}
+    new = tuple(at[i] for i in idx)
+    return dataclasses.replace(spec, in_idx=new) if side == "in" else dataclasses.replace(spec, out_idx=new)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """One sub-layer as the compressed forward pass runs it: it reads ``W[reads]`` only and
+    writes through ``W[writes]``, with its weights re-indexed into those rows."""
+
+    layer: LayerSpec
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+
+
+def _plan(config: ModelConfig) -> tuple[tuple[_Step, ...], _Step]:
+    width = config.residual_width
+    steps = []
+    for layer in config.layers:
+        if isinstance(layer, AttentionSpec):
+            # CompiledTransformer._attention adds the heads' outputs to a zero array shaped like its
+            # input, so an attention step reads and writes the same rows.
+            reads = _rows([s for h in layer.heads for s in (h.w_q, h.w_k, h.w_v)], "in", width)
+            reads = writes = tuple(sorted(set(reads) | set(_rows([h.w_o for h in layer.heads], "out", width))))
+            heads = tuple(dataclasses.replace(h, w_q=_remap(h.w_q, reads, "in"), w_k=_remap(h.w_k, reads, "in"),
+                                              w_v=_remap(h.w_v, reads, "in"), w_o=_remap(h.w_o, writes, "out"))
+                          for h in layer.heads)
+            steps.append(_Step(dataclasses.replace(layer, heads=heads), reads, writes))
+        else:
+            reads, writes = _rows([layer.w_in], "in", width), _rows([layer.w_out], "out", width)
+            steps.append(_Step(dataclasses.replace(layer, w_in=_remap(layer.w_in, reads, "in"),
+                                                   w_out=_remap(layer.w_out, writes, "out")), reads, writes))
+    reads = _rows([config.unembed], "in", width)
+    return tuple(steps), _Step(_remap(config.unembed, reads, "in"), reads, ())
+
+
 class _Runner(CompiledTransformer):
-    """The compiled transformer, entered at any snapshot and read at any sub-layer."""
+    """The compiled transformer, entered at any snapshot, stopped at any snapshot.
+
+    Compressed (``projection`` given), each sub-layer reads only the rows of ``W`` its weights
+    read (``x[:, reads] = r @ W[reads]ᵀ``) and writes through the rows it writes: the same
+    numbers as reading the whole ``r @ Wᵀ``, at a cost set by the sub-layer, not by D.
+    """
+
+    def __init__(self, config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]):
+        super().__init__(config, weights)
+        self.steps, self.unembed_step = _plan(config)
 
     def __call__(self, ids: jax.Array, projection: jax.Array | None = None, start: int = 0,  # type: ignore[override]
-                 stream: jax.Array | None = None):
-        """Streams from snapshot ``start`` on (the given ``stream`` there, or the embedding when
-        ``start`` is 0 and no stream is given), the MLP hidden activations and deltas, the output."""
+                 stream: jax.Array | None = None, stop: int | None = None, logits: bool = True):
+        """Streams of snapshots ``start..stop`` (the given ``stream`` at ``start``, or the embedding
+        when ``start`` is 0 and none is given), MLP hidden activations and deltas, and the output
+        (None unless ``logits`` and ``stop`` is the last snapshot)."""
         config = self.config
         width = config.residual_width
+        stop = len(config.layers) if stop is None else stop
         # The parameter groups of CompiledTransformer, so Haiku names (and so params) match.
         self._groups = {module: _ParamGroup(values, name=module) for module, values in self.weights.items()}
-        if projection is None:
-            read, write = (lambda r: r), (lambda y: y)
-        else:
-            read = lambda r: jnp.einsum("...d,Dd->...D", r, projection, precision=PRECISION)
-            write = lambda y: jnp.einsum("...D,Dd->...d", y, projection, precision=PRECISION)
+
+        def read(r: jax.Array, rows: tuple[int, ...]) -> jax.Array:
+            if projection is None:
+                return r
+            return jnp.einsum("...d,Dd->...D", r, projection[np.asarray(rows)], precision=PRECISION)
+
+        def write(y: jax.Array, rows: tuple[int, ...]) -> jax.Array:
+            if projection is None:
+                return y
+            return jnp.einsum("...D,Dd->...d", y, projection[np.asarray(rows)], precision=PRECISION)
+
         length = ids.shape[-1]
         if stream is None:
             tokens = jax.nn.one_hot(ids, config.vocab_size, dtype=jnp.float32)
             positions = jax.nn.one_hot(jnp.arange(length), config.max_seq_len + 1)
             embedded = apply_linear(config.token_embed, self._get("embed", "token"), tokens, width)
-            stream = write(embedded + apply_linear(config.pos_embed, self._get("embed", "position"), positions, width))
+            embedded = embedded + apply_linear(config.pos_embed, self._get("embed", "position"), positions, width)
+            stream = write(embedded, tuple(range(width)))
         mask = (ids != config.pad_id)[..., None, :]
         if config.causal:
             mask = mask & jnp.tril(jnp.ones((length, length), dtype=bool))
         streams, hidden, deltas = {start: stream}, {}, {}
-        for index in range(start, len(config.layers)):
-            layer, module, x = config.layers[index], f"layer_{index}", read(stream)
+        for index in range(start, stop):
+            step = self.steps[index] if projection is not None else _Step(config.layers[index], (), ())
+            layer, module = step.layer, f"layer_{index}"
             if isinstance(layer, AttentionSpec):
-                delta, _ = self._attention(module, layer, x, mask, width)
-            else:
+                if layer.heads:
+                    x = read(stream, step.reads)
+                    out_width = len(step.writes) if projection is not None else width
+                    delta, _ = self._attention(module, layer, x, mask, out_width)
+                    stream = stream + write(delta, step.writes)
+            elif layer.w_in.shape[1]:
+                x = read(stream, step.reads)
                 pre = apply_linear(layer.w_in, self._get(module, "w_in"), x)
                 hidden[index] = activate(layer.activation, pre)
-                delta = apply_linear(layer.w_out, self._get(module, "w_out"), hidden[index], width)
-                deltas[index] = write(delta)
-            stream = stream + write(delta)
+                out_width = len(step.writes) if projection is not None else width
+                deltas[index] = write(apply_linear(layer.w_out, self._get(module, "w_out"), hidden[index], out_width),
+                                      step.writes)
+                stream = stream + deltas[index]
             streams[index + 1] = stream
-        logits = apply_linear(config.unembed, self._get("unembed", "w_u"), read(stream))
-        return streams, hidden, deltas, (logits[..., 0] if config.numerical_output else logits)
+        output = None
+        if logits and stop == len(config.layers):
+            unembed = self.unembed_step.layer if projection is not None else config.unembed
+            out = apply_linear(unembed, self._get("unembed", "w_u"), read(stream, self.unembed_step.reads))
+            output = out[..., 0] if config.numerical_output else out
+        return streams, hidden, deltas, output
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -143,7 +224,8 @@ class SiteRunner:
         weights = {key.split("/", 1)[1]: {n: np.asarray(v) for n, v in value.items()}
                    for key, value in self.compiled.params.items()}
         transformed = hk.without_apply_rng(hk.transform(
-            lambda ids, projection, start, stream: _Runner(config, weights)(ids, projection, start, stream)))
+            lambda ids, projection, start, stream, stop=None, logits=True:
+            _Runner(config, weights)(ids, projection, start, stream, stop, logits)))
         return transformed.apply
 
     @functools.cached_property
@@ -160,9 +242,10 @@ class SiteRunner:
         apply = self._apply
 
         def at(params, ids, w, kind: str, index: int):
-            streams, hidden, deltas, output = apply(params, ids, w, 0, None)
+            stop = index if kind == "resid" else index + 1
+            streams, hidden, deltas, _ = apply(params, ids, w, 0, None, stop, False)
             if kind == "resid":
-                return streams[index], output
+                return streams[index], None
             return deltas[index], hidden[index]
 
         return jax.jit(at, static_argnames=("kind", "index"))
@@ -200,9 +283,14 @@ class SiteRunner:
         check_site(self.compiled, site)
         return self._at(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, site.kind, site.index)[1]
 
+    @functools.cached_property
+    def _output(self):
+        apply = self._apply
+        return jax.jit(lambda params, ids, w: apply(params, ids, w, 0, None)[3])
+
     def output(self, ids: np.ndarray | jax.Array) -> jax.Array:
         """The model's output (logits, or values for a numerical output) on ``ids``."""
-        return self._at(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, "resid", 0)[1]
+        return self._output(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w)
 
     def spliced_output(self, ids: np.ndarray | jax.Array, site: Site, stream: np.ndarray | jax.Array) -> jax.Array:
         """The output when the stream at residual ``site`` is replaced by ``stream``
