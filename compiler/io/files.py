@@ -106,7 +106,7 @@ def _tensor_name(module: str, name: str) -> str:
     return f"{MODULE_NAME}/{module}/{name}"
 
 
-def _tensors(model: CompiledModel, storage: str) -> dict[str, np.ndarray]:
+def model_tensors(model: CompiledModel, storage: str = "dense") -> dict[str, np.ndarray]:
     """The file's tensors: per parameter, its dense matrix or (sparse) the stored array."""
     if storage not in STORAGES:
         raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
@@ -158,7 +158,7 @@ def model_bytes(
     model: CompiledModel, source: str | None = None, label: str | None = None, storage: Storage = "dense"
 ) -> bytes:
     """The file contents `save_model` writes."""
-    tensors = _tensors(model, storage)
+    tensors = model_tensors(model, storage)
     model_json = serialize.canonical_json(_description(model, source, label))
     weights_sha256 = _weights_hash(tensors)
     metadata = {
@@ -170,10 +170,10 @@ def model_bytes(
         "weights_sha256": weights_sha256,
         "content_sha256": _content_hash(model_json, weights_sha256),
     }
-    return _safetensors_bytes(tensors, metadata)
+    return safetensors_bytes(tensors, metadata)
 
 
-def _safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
+def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
     """The safetensors layout with a sorted header and tensors in name order, so equal models
     give equal bytes (the reference writer orders its metadata arbitrarily)."""
     header: dict[str, Any] = {"__metadata__": metadata}

@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 from compiler.model.config import AttentionSpec, ModelConfig
+from compiler.model.dense import LabelledMatrix, dense_model, labelled_weights
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.model.transformer import ModelOutput
 from compiler.passes import nodes
@@ -87,6 +88,14 @@ class CompiledModel:
             kind = "attn" if isinstance(layer, AttentionSpec) else "mlp"
             names.append(f"layer {index // 2} {kind}")
         return tuple(names)
+
+    def labelled_weights(self) -> dict[str, LabelledMatrix]:
+        """Every weight as a dense matrix with named rows and columns (`compiler.model.dense`)."""
+        return labelled_weights(self)
+
+    def dense(self) -> CompiledModel:
+        """This model with dense `[D, ...]` Haiku params and the same outputs (`compiler.model.dense`)."""
+        return dense_model(self)
 
     def run(self, ids: np.ndarray) -> ModelOutput:
         """Forward pass on a `[batch, T]` id array."""
