@@ -14,7 +14,8 @@ import numpy as np
 
 from compiler.model.config import AttentionSpec, ModelConfig
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
-from compiler.model.transformer import ModelOutput
+from compiler.model.transformer import ModelOutput, build
+from compiler.model.weights import module_params
 from compiler.passes import nodes
 from craft.bases import VectorSpaceWithBasis
 from craft.blocks import SeriesWithResiduals
@@ -87,6 +88,14 @@ class CompiledModel:
             kind = "attn" if isinstance(layer, AttentionSpec) else "mlp"
             names.append(f"layer {index // 2} {kind}")
         return tuple(names)
+
+    def with_config(self, config: ModelConfig) -> CompiledModel:
+        """A copy running `config` (e.g. other weight forms, `compiler.model.forms`) on the same
+        weights; the parameters must keep their shapes."""
+        modules = {module for module, _ in config.linears()}
+        weights = {module: module_params(self, module) for module in modules}
+        params, forward, _ = build(config, weights)
+        return dataclasses.replace(self, config=config, params=params, forward=forward)
 
     def run(self, ids: np.ndarray) -> ModelOutput:
         """Forward pass on a `[batch, T]` id array."""
