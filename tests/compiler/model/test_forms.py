@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import subprocess
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -17,7 +19,7 @@ from compiler.model.forms import check_forms, choose_forms, forced_forms, one_va
 from compiler.model.transformer import _prefix_sums, apply_linear
 from compiler.model.weights import module_params
 from craft.maps import dyadic_prefix_factors
-from support import random_inputs
+from support import REPO, random_inputs
 
 # Programs whose every form runs in the default test run; the rest are marked slow.
 QUICK = ("sort",)
@@ -131,3 +133,27 @@ def test_choose_forms_keeps_small_weights_as_they_were():
     model = compile_rasp(example.build(5), example.vocab, 5)
     chosen = choose_forms(model.config, _weights(model), "gpu")
     assert all(spec.form == spec.default_form for spec in chosen.linears().values())
+
+
+def test_run_pads_every_length_to_one_executable():
+    example = EXAMPLES["reverse"]
+    model = compile_rasp(example.build(5), example.vocab, 5)
+    model.warmup(batch_size=1)
+    assert model.apply(["BOS", "a", "b"]).decoded == ["BOS", "b", "a"]
+    result = model.apply(["BOS", "a", "b", "c"])
+    assert result.decoded == ["BOS", "c", "b", "a"]
+    assert result.residuals[0].values.shape[0] == 4 and result.attention[0].shape[-2:] == (4, 4)
+    assert model.forward._cache_size() == 0  # both calls ran the warmed-up executable
+
+
+def test_enable_compilation_cache_writes_executables(tmp_path):
+    # In a child process: the cache setting is process-wide and JAX initialises it once.
+    code = (
+        "import sys; from compiler.model.jit_cache import enable_compilation_cache\n"
+        "from compiler import compile_rasp; from compiler.examples import EXAMPLES\n"
+        "enable_compilation_cache(sys.argv[1]); e = EXAMPLES['length']\n"
+        "compile_rasp(e.build(3), e.vocab, 3).warmup()\n"
+    )
+    folder = tmp_path / "cache"
+    subprocess.run([sys.executable, "-c", code, str(folder)], cwd=REPO, check=True, timeout=300)
+    assert any(folder.iterdir())
