@@ -30,12 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     import jax.numpy as jnp
     import numpy as np
 
-    from compression.analytic import packed_projection
-    from compression.config import GDRecipe
+    from compression.analytic.packing import packed_projection
+    from compression.learned.config import GDRecipe
     from compression.exactness import exactness_check, never_on
     from compression.experiments.sweep import program_task
-    from compression.losses import compression_loss
-    from compression.structure import residual_structure
+    from compression.learned.losses import compression_loss
+    from compression.analytic.structure import residual_structure
     from compression.width_search import gd_run
 
     task = program_task(args.program, args.size)

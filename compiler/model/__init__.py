@@ -13,6 +13,9 @@ Modules in reading order:
 * ``jit_cache`` — ``enable_compilation_cache``: JAX's persistent compilation cache, opt-in.
 * ``weights`` — reading a model's weights as matrices over the residual stream (the only place
   outside ``transformer`` that knows the Haiku parameter names).
+* ``dense`` — dense labelled weights (``LabelledMatrix``, ``labelled_weights``) and the dense
+  model (``dense_model``: Haiku-standard ``[D, ...]`` params), behind
+  ``CompiledModel.labelled_weights()`` and ``CompiledModel.dense()``.
 
 Import the names from their modules (``from compiler.model.weights import head_weights``);
 the entry points are re-exported by ``compiler``.

@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 from compiler.model.config import AttentionSpec, ModelConfig
+from compiler.model.dense import LabelledMatrix, dense_model, labelled_weights
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.model.transformer import ModelOutput, build
 from compiler.model.weights import module_params
@@ -99,6 +100,14 @@ class CompiledModel:
         params, forward, _ = build(config, weights)
         return dataclasses.replace(self, config=config, params=params, forward=forward)
 
+    def labelled_weights(self) -> dict[str, LabelledMatrix]:
+        """Every weight as a dense matrix with named rows and columns (`compiler.model.dense`)."""
+        return labelled_weights(self)
+
+    def dense(self) -> CompiledModel:
+        """This model with dense `[D, ...]` Haiku params and the same outputs (`compiler.model.dense`)."""
+        return dense_model(self)
+
     def run(self, ids: np.ndarray) -> ModelOutput:
         """Forward pass on a `[batch, T]` id array.
 
@@ -179,7 +188,10 @@ class CompiledModel:
         """Decoded outputs of several sequences (each starting with BOS), padded internally.
 
         For several programs compiled together, each item is `{output label: decoded sequence}`.
+        An empty batch gives `[]`; a string or a flat token list raises `InvalidInputError`.
         """
+        if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)) and len(batch) == 0:
+            return []
         ids = self.input_encoder.encode_batch(batch)
         output = np.asarray(self.run(ids).output)
         return [_truncated(self.output_encoder.decode(output[row]), len(tokens)) for row, tokens in enumerate(batch)]

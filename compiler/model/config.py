@@ -235,8 +235,9 @@ class SparseLinear:
     def full_matrix(self, param: np.ndarray, in_width: int, out_width: int) -> np.ndarray:
         """`M` embedded into an `(in_width, out_width)` matrix over all coordinates."""
         matrix = np.zeros((in_width, out_width), dtype=np.float32)
-        rows = np.arange(self.shape[0]) if self.in_idx is None else np.array(self.in_idx)
-        cols = np.arange(self.shape[1]) if self.out_idx is None else np.array(self.out_idx)
+        # An empty index tuple must still be an integer array (np.array(()) is float64).
+        rows = np.arange(self.shape[0]) if self.in_idx is None else np.asarray(self.in_idx, dtype=np.intp)
+        cols = np.arange(self.shape[1]) if self.out_idx is None else np.asarray(self.out_idx, dtype=np.intp)
         matrix[np.ix_(rows, cols)] = self.dense(param)
         return matrix
 

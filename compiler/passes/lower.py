@@ -14,6 +14,7 @@ import operator
 import networkx as nx
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.passes import graph as g
 from compiler.passes import nodes, selectors
 from compiler.passes.numerical_maps import Diagonal, fit_numerical_map
@@ -116,6 +117,19 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
     )
 
 
+def _leaf_qk(graph: nx.DiGraph, label: str, leaf: selectors.Leaf) -> BilinearMap | FactoredBilinearMap:
+    """One leaf's 0/1 predicate matrix; a standard comparison that fails on some value pair
+    (`<` between a str and an int) is redone through `CheckedPredicate`, which names the pair."""
+    queries, keys = output_space(graph, leaf.queries), output_space(graph, leaf.keys)
+    try:
+        return categorical_attn.selector_qk(queries, keys, leaf.predicate)
+    except CompilerError:
+        raise
+    except Exception:  # noqa: BLE001 - re-raised below with the selector and the values
+        where = f"{label} (keys {leaf.keys}, queries {leaf.queries})"
+        return categorical_attn.selector_qk(queries, keys, selectors.CheckedPredicate(where, leaf.predicate))
+
+
 def direct_attention(
     graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None
 ) -> tuple[BilinearMap | FactoredBilinearMap, int]:
@@ -126,12 +140,7 @@ def direct_attention(
     leaves = selectors.conjunction(selector)
     if folds:
         leaves = fold_maps.fold_leaves(leaves, folds)
-    parts = [
-        categorical_attn.selector_qk(
-            output_space(graph, leaf.queries), output_space(graph, leaf.keys), leaf.predicate
-        )
-        for leaf in leaves
-    ]
+    parts = [_leaf_qk(graph, selector.label, leaf) for leaf in leaves]
     query_space = join_vector_spaces(*(p.left_space for p in parts))
     key_space = join_vector_spaces(*(p.right_space for p in parts))
     if any(isinstance(p, FactoredBilinearMap) for p in parts):  # large: factors side by side

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 import rasp
-from compression.config import OptimizerConfig, TrainConfig
 from compression.evaluation import accuracy, nearest_value_tolerance
 from compression.experiments import frac_prevs as frac_prevs_experiment
 from compression.experiments import sort_unique as sort_unique_experiment
-from compression.projection import init_projection
-from compression.sampling import enumerate_inputs, sample_inputs
+from compression.learned.config import OptimizerConfig, TrainConfig
+from compression.learned.projection import init_projection
+from compression.learned.sampling import enumerate_inputs, sample_inputs
+from compression.learned.train import Compressor
 from compression.task import frac_prevs_task, make_task, sort_unique_task
-from compression.train import Compressor
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import compression_fake as fake
-from compression.config import LossConfig
-from compression.losses import compression_loss, layer_loss, layer_vectors, output_loss, position_mask
+from compression.learned.config import LossConfig
+from compression.learned.losses import compression_loss, layer_loss, layer_vectors, output_loss, position_mask
 
 IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD
 MASK = jnp.asarray([[0.0, 1.0, 1.0, 0.0]])

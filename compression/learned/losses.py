@@ -23,8 +23,8 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 
-from compression.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
-from compression.frozen import FrozenModel, OutputKind
+from compression.learned.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
+from compression.learned.frozen import FrozenModel, OutputKind
 
 
 def position_mask(ids: jax.Array, bos_id: int, pad_id: int) -> jax.Array:
