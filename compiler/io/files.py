@@ -30,6 +30,7 @@ import pathlib
 import struct
 from typing import Any, Literal
 
+import jax
 import numpy as np
 import safetensors.numpy
 
@@ -38,6 +39,7 @@ from compiler.io.atomic import atomic_write_bytes, check_target
 from compiler.model.compiled_model import CompiledModel
 from compiler.errors import ModelFileError
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.forms import check_forms, choose_forms
 from compiler.model.transformer import build
 
 FORMAT = "tracr-compile-model"
@@ -352,7 +354,14 @@ def read_model_file(path: PathLike) -> ModelFile:
         raise _refuse(path, "inconsistent: the residual basis does not match the residual labels")
     version = int(metadata["format_version"])
     storage = "sparse" if version == 1 else metadata["storage"]
-    params, forward, _ = build(config, _weights(config, tensors, version, storage, path))
+    weights = _weights(config, tensors, version, storage, path)
+    if config.backend is None:  # written before forms were recorded: choose them now
+        config = choose_forms(config, weights, jax.default_backend())
+    try:
+        check_forms(config, weights)
+    except ValueError as error:
+        raise _refuse(path, f"inconsistent: {error}") from None
+    params, forward, _ = build(config, weights)
     model = CompiledModel(
         params=params,
         config=config,
