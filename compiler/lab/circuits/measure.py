@@ -7,8 +7,11 @@ the model's empty threshold); a numerical output changes when it moves by more t
 smallest gap of its value set.
 
 Verification: the circuit is **sufficient** if ablating every edge outside it at once leaves
-100 % of decoded outputs unchanged, and **necessary** if, for each edge inside, ablating that edge
-as well (with everything outside still ablated) changes some output. When redundancy makes the
+100 % of decoded outputs unchanged, and **necessary** if ablating each edge inside changes some
+output: alone (from the full model), or, for edges a repair added, on top of everything outside
+(from the circuit). A circuit is also reported **minimal** when every edge passes the second
+test; a single-edge circuit need not be (two edges that each matter alone can matter only
+together once the rest is gone). When redundancy makes the
 single-edge circuit insufficient (two edges that each back the other up), `measure_circuit`
 repairs it greedily (add back the outside edge whose restoration leaves the fewest changed
 outputs, until none change) and then prunes it (drop an edge while the rest stays sufficient),
@@ -89,7 +92,7 @@ class Measured:
 
     `effect[u]`: scored outputs changed by ablating unit u alone. `circuit[u]`: in the returned
     circuit. `single[u]`: in the single-edge circuit (effect > 0). `outside_changes`: outputs
-    changed when everything outside `circuit` is ablated (0: sufficient). `necessary[u]` (for
+    changed when everything outside `circuit` is ablated (0: sufficient). `in_context[u]` (for
     units in the circuit): ablating u on top of the outside changes some output.
     """
 
@@ -98,7 +101,7 @@ class Measured:
     circuit: np.ndarray
     outside_changes: int
     single_outside_changes: int
-    necessary: np.ndarray
+    in_context: np.ndarray
     how_found: str
 
     @property
@@ -106,8 +109,17 @@ class Measured:
         return self.outside_changes == 0
 
     @property
+    def necessary(self) -> np.ndarray:
+        """Per unit: in the circuit and necessary alone or in context."""
+        return self.circuit & (self.single | self.in_context)
+
+    @property
     def all_necessary(self) -> bool:
-        return bool(self.necessary[self.circuit].all())
+        return bool(np.array_equal(self.necessary, self.circuit))
+
+    @property
+    def minimal(self) -> bool:
+        return bool(self.in_context[self.circuit].all())
 
     @property
     def verified(self) -> bool:
@@ -155,13 +167,13 @@ def measure_circuit(s: PatchingSetup, per_position: bool = False, max_repair: in
             f"greedy repair added {added} units (each time the one whose restoration left the fewest "
             f"changes), then pruning removed {removed} units whose removal kept it sufficient"
         )
-    necessary = np.zeros(units, bool)
+    in_context = np.zeros(units, bool)
     members = np.nonzero(circuit)[0]
     if len(members):
         rows = np.repeat(~circuit[None], len(members), axis=0)
         rows[np.arange(len(members)), members] = True
-        necessary[members] = _count(s, rows, per_position) > 0
-    return Measured(effect, single, circuit, outside, single_outside, necessary, how)
+        in_context[members] = _count(s, rows, per_position) > 0
+    return Measured(effect, single, circuit, outside, single_outside, in_context, how)
 
 
 def _repair(s: PatchingSetup, circuit: np.ndarray, outside: int, per_position: bool,
