@@ -28,6 +28,7 @@ from compiler.passes.lower import LoweringOptions, lower, output_space
 from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.outputs import Outputs
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes
+from compiler.passes.sums import expand_sums
 from compiler.passes.validate import check_graph, warn_causal_semantics
 from compiler.passes.values import infer_values
 from craft.bases import bos_direction, value_sort_key
@@ -186,7 +187,7 @@ def compile_rasp(
         )
     bos = bos_direction(compiler_bos)
     merged, merges = optimize_program(_root(program), passes)
-    traced = g.trace(discretise_numerical_inputs(merged))
+    traced = g.trace(expand_sums(discretise_numerical_inputs(merged), max_seq_len))
     record(traced, merges)
     infer_values(traced, tokens, max_seq_len)
     fused = fuse_elementwise(traced)

@@ -166,6 +166,11 @@ def _run(args: argparse.Namespace) -> int:
         print(_list_examples())
         return 0
     _check_sources(args)
+    from compiler.io.atomic import check_target
+
+    for target in (args.out, args.plot):  # refuse a bad destination before compiling
+        if target is not None:
+            check_target(target)
     report: dict[str, Any] = {}
     if args.load:
         from compiler.io.files import read_model_file
@@ -202,7 +207,7 @@ def _outputs(
 
     report.update(model_summary(model))
     text = [f"program: {report['program']}", summary_text(report)]
-    if args.out:
+    if args.out is not None:
         from compiler.io.files import save_model
 
         path = save_model(model, args.out, source=program[0], label=program[1])

@@ -9,9 +9,11 @@
 
 Each function returns the `matplotlib.figure.Figure` and writes it when given a path; the
 format follows the path's suffix (`.png`, `.svg`, `.pdf`: vector formats for papers) and `dpi`
-sets the resolution of raster formats (default 150). Figures use matplotlib's constrained
-layout, so titles, tick labels and colour bars never overlap or get cut; matrix cells are square
-and of one size across a picture, so a 1 x 1 matrix is one small cell, not a stretched square.
+sets the resolution of raster formats (default 150). The residual and attention pictures use
+matplotlib's constrained layout; the head pictures are laid out in inches from their labels
+(`_HeadRow`), so every matrix cell is a square of `CELL` inches (a 1 x 1 `W_OV` is one small
+cell, not a stretched square) and titles, tick labels and colour bars never overlap. Saving
+crops to the drawn content, so no label is cut.
 """
 
 from __future__ import annotations

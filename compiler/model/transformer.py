@@ -148,11 +148,17 @@ class ModelOutput(NamedTuple):
     `output`: `[batch, T, n_out]` logits, or `[batch, T]` values for a numerical output.
     `residuals`: the residual stream after the embedding and after every sub-layer.
     `attention`: per attention sub-layer, the `[batch, heads, T, T]` patterns.
+    `written`: per sub-layer, what it adds to the stream in residual coordinates `[batch, T, D]`,
+    before the projection writes it into the compressed stream; empty when `projection=None`
+    (the differences of consecutive `residuals` are then the same arrays). Compression compares
+    these with the compiled model's: they equal them whenever every read of the compressed model
+    is right, whatever `W Wᵀ` is.
     """
 
     output: jax.Array
     residuals: tuple[jax.Array, ...]
     attention: tuple[jax.Array, ...]
+    written: tuple[jax.Array, ...] = ()
 
 
 def _param(name: str, value: np.ndarray) -> jax.Array:
@@ -209,6 +215,7 @@ class CompiledTransformer(hk.Module):
         stream = write(embedded)
         residuals = [read(stream)]
         attention = []
+        written = []
 
         key_ok = ids != config.pad_id  # [batch, T]
         mask = key_ok[..., None, :]
@@ -223,12 +230,14 @@ class CompiledTransformer(hk.Module):
             else:
                 hidden = apply_linear(layer.w_in, self._get(module, "w_in"), x)
                 delta = apply_linear(layer.w_out, self._get(module, "w_out"), activate(layer.activation, hidden), width)
+            if projection is not None:
+                written.append(delta)
             stream = stream + write(delta)
             residuals.append(read(stream))
 
         logits = apply_linear(config.unembed, self._get("unembed", "w_u"), read(stream))
         output = logits[..., 0] if config.numerical_output else logits
-        return ModelOutput(output, tuple(residuals), tuple(attention))
+        return ModelOutput(output, tuple(residuals), tuple(attention), tuple(written))
 
     def _attention(
         self, module: str, layer: AttentionSpec, x: jax.Array, mask: jax.Array, width: int

@@ -16,12 +16,12 @@ import numpy as np
 
 from compiler.errors import CompilerError
 from compiler.passes import graph as g
-from compiler.passes import nodes, selectors
+from compiler.passes import nodes, selectors, sums
 from compiler.passes.numerical_maps import Diagonal, fit_numerical_map
 from compiler.passes.optimize import fold_maps
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
-from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
+from craft.chamber import categorical_attn, categorical_mlp, counted_sum, numerical_mlp, selector_width
 from craft.maps import BilinearMap, FactoredBilinearMap, sum_matrices
 from rasp import rasp
 from rasp.functions import Composed
@@ -93,6 +93,8 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
         and g.is_numerical(graph, fst)
         and g.is_numerical(graph, label)
     )
+    if isinstance(fn, sums.TimesCount):  # an expanded SumAggregate: mean x count
+        return _lower_sum(graph, label, fn, fst, snd, options)
     if fst == snd and not linear:  # f(x, x) reads one s-op: a Map
         node[nodes.FN], node[nodes.INPUTS] = Diagonal(fn), (fst,)
         return _lower_map(graph, label, options)
@@ -128,6 +130,22 @@ def _leaf_qk(graph: nx.DiGraph, label: str, leaf: selectors.Leaf) -> BilinearMap
     except Exception:  # noqa: BLE001 - re-raised below with the selector and the values
         where = f"{label} (keys {leaf.keys}, queries {leaf.queries})"
         return categorical_attn.selector_qk(queries, keys, selectors.CheckedPredicate(where, leaf.predicate))
+
+
+def _lower_sum(
+    graph: nx.DiGraph, label: str, fn: sums.TimesCount, mean: str, count: str, options: LoweringOptions
+) -> MLP:
+    """The product MLP of a SumAggregate (`compiler.passes.sums`, `craft.chamber.counted_sum`)."""
+    magnitudes = [abs(float(v)) for v in graph.nodes[mean][nodes.VALUE_SET]]
+    return counted_sum.mean_times_count_mlp(
+        output_space(graph, mean),
+        output_space(graph, count),
+        output_space(graph, label),
+        fn.multiplier,
+        bound=max(magnitudes, default=0.0) + 1.0,
+        one_space=options.one_space,
+        hidden_name=g.hidden_name(label),
+    )
 
 
 def direct_attention(

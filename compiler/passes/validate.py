@@ -23,6 +23,7 @@ from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.numerical_maps import fit_numerical_map, numerical_map_operation
 from compiler.passes.optimize import fold_maps, optimize_graph, selected_passes
+from compiler.passes.sums import expand_sums
 from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, bos_direction
 from craft.chamber import numerical_mlp
@@ -49,7 +50,7 @@ def validate(
     (see `causal_notes`); with `causal_strict=True` it is a problem instead.
     """
     try:
-        graph = g.trace(discretise_numerical_inputs(program))
+        graph = g.trace(expand_sums(discretise_numerical_inputs(program), max_seq_len))
         infer_values(graph, vocab, max_seq_len)
     except UnsupportedProgramError as error:
         return list(error.problems)

@@ -257,3 +257,15 @@ def test_partial_files_of_live_processes_and_other_hosts_stay(tmp_path):
         path.write_bytes(b"half")
     assert atomic.remove_stale_partials(tmp_path) == [dead]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, other, unrelated))
+
+
+def test_cli_refuses_bad_destinations_before_compiling(tmp_path, capsys, monkeypatch):
+    from compiler import compiling
+    from compiler.cli.command_line import main
+
+    monkeypatch.setattr(compiling, "lower", lambda *a, **k: pytest.fail("compiled before checking --out"))
+    assert main(["--example", "hist", "--out", str(tmp_path)]) == 1
+    error = capsys.readouterr().err
+    assert "is a folder" in error and "internal error" not in error
+    assert main(["--example", "hist", "--out", ""]) == 1
+    assert "the path is empty" in capsys.readouterr().err

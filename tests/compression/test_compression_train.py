@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import compression_fake as fake
-from compression import checkpoint
+from compression.learned import checkpoint
 from compression.learned.config import OptimizerConfig, TrainConfig
 from compression.learned.losses import compression_loss
 from compression.learned.train import Compressor, column_scale

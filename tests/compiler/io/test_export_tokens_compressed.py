@@ -21,8 +21,7 @@ import pytest
 from compiler import InvalidInputError, compile_rasp
 from compiler.io.export import ExportError, ExportRouteWarning, export_weights, numpy_forward, to_transformer_lens
 from compiler.io.export_info import FLOAT32_TINY
-from compression.analytic import packed_projection, packed_width
-from compression.structure import residual_structure
+from compression.analytic import packed_projection, packed_width, residual_structure
 from rasp import lib, rasp
 
 _HAVE_TL = all(importlib.util.find_spec(name) for name in ("torch", "transformer_lens"))

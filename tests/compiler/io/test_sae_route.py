@@ -23,7 +23,7 @@ sae_lens = pytest.importorskip(
 
 from compiler.io.export import ExportRouteWarning, to_transformer_lens  # noqa: E402
 from compression.analytic import packed_projection, packed_width  # noqa: E402
-from compression.structure import residual_structure  # noqa: E402
+from compression.analytic import residual_structure  # noqa: E402
 
 ATOL = 1e-5
 
