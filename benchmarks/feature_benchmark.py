@@ -38,8 +38,7 @@ from compiler.lab.features.sites import Site, SiteRunner, residual_sites  # noqa
 from compiler.lab.features.splice import causal_use, spliced_accuracy  # noqa: E402
 from compiler.lab.features.stages import STAGES, Stage, build_stage, sample_ids  # noqa: E402
 from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations  # noqa: E402
-from compression.analytic import interference_bound, packed_projection  # noqa: E402
-from compression.structure import residual_structure  # noqa: E402
+from compression.analytic import interference_bound, packed_projection, residual_structure  # noqa: E402
 
 ZIPF = 1.0
 

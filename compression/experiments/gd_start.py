@@ -23,11 +23,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from compression.analytic import min_width
+from compression.analytic.packing import min_width
+from compression.analytic.structure import residual_structure
+from compression.exactness import exactness_check
 from compression.experiments.common import base_parser, environment, write_csv, write_json
 from compression.experiments.sweep import gd_recipe_from_args, program_task
-from compression.exactness import exactness_check
-from compression.structure import residual_structure
 from compression.width_search import GD_INITS, GDRun, analytic_exact_width, gd_run
 
 DEFAULT_PROGRAMS = ("shift_by_1", "length", "count_less_freq", "detect_abc", "nary_sum_mod_4", "sort_unique", "reverse")

@@ -4,7 +4,7 @@ For every program of ``compiler.examples`` at each size n (vocabulary of n token
 D, the protected coordinates p, and the smallest d at which each method is exact on every input
 (or on >= 2,000 sampled inputs when there are more than 5,000):
 
-* ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic`), the d their
+* ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic.packing`), the d their
   bound claims and the d measured;
 * ``pca``: the uncentred PCA of the compiled activations;
 * ``gd`` / ``gd_packed`` / ``gd_shrink``: the trainer (:class:`~compression.config.GDRecipe`:
@@ -47,11 +47,11 @@ import numpy as np
 
 from compiler.examples import EXAMPLES
 from compression import plots
-from compression.analytic import min_width, packed_width, projection
-from compression.config import GDRecipe
-from compression.experiments.common import base_parser, environment, read_csv, write_csv, write_json
+from compression.analytic.packing import make_projection, min_width, packed_width
+from compression.analytic.structure import residual_structure
 from compression.exactness import exactness_check, never_on
-from compression.structure import residual_structure
+from compression.experiments.common import base_parser, environment, read_csv, write_csv, write_json
+from compression.learned.config import GDRecipe
 from compression.task import CompressionTask, make_task
 from compression.width_search import (
     GDRun, analytic_exact_width, claimed_width, gd_shrink_scan, gd_width_scan, pca_exact_width, pca_projection,
@@ -109,9 +109,9 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
         claimed = row[f"{method}_claimed"] = claimed_width(structure, method, seed)
         # the bound's promise, checked: exact on every evaluated input at the claimed width
         row[f"{method}_claim_holds"] = None if claimed is None else check.is_exact(
-            projection(structure, method, claimed, seed))
+            make_projection(structure, method, claimed, seed))
         row[f"{method}_exact"] = analytic_exact_width(check, structure, method, seed)
-        curves[method] = [(d, check.sequence_accuracy(projection(structure, method, d, seed)))
+        curves[method] = [(d, check.sequence_accuracy(make_projection(structure, method, d, seed)))
                           for d in _grid(min_width(structure, method), big_d, curve_points)]
     row["packed_full_margin"] = packed_width(structure, seed)
     row["pca_exact"] = pca_exact_width(check)
@@ -136,7 +136,7 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
             if init == "shrink":
                 if not row["packed_exact"]:
                     continue
-                exact_w = projection(structure, "packed", packed_hi, seed)
+                exact_w = make_projection(structure, "packed", packed_hi, seed)
                 scan = gd_shrink_scan(check, exact_w, recipe, seed, patience, lo=packed_hi - 1 if quick else 1)
             else:
                 scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience,

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from compression.analytic import packed_projection, packed_width
-from compression.config import GDRecipe, OptimizerConfig, TrainConfig
+from compression.analytic.packing import packed_projection, packed_width
+from compression.analytic.structure import residual_structure
 from compression.exactness import exactness_check
 from compression.experiments.sweep import program_task
-from compression.projection import gram
-from compression.structure import residual_structure
+from compression.learned.config import GDRecipe, OptimizerConfig, TrainConfig
+from compression.learned.projection import gram
 from compression.width_search import (
     gd_fade_run, gd_shrink_scan, gd_start, gd_width_scan, scan_down, scan_from, smallest_exact, truncated_projection,
 )

@@ -7,9 +7,8 @@ import pytest
 
 from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites
-from compression.analytic import packed_projection, packed_width
-from compression.sampling import enumerate_inputs
-from compression.structure import residual_structure
+from compression.analytic import packed_projection, packed_width, residual_structure
+from compression.learned.sampling import enumerate_inputs
 from compression.task import frac_prevs_task, sort_unique_task
 
 TOLERANCE = 1e-5

@@ -17,8 +17,7 @@ from compiler.lab.features.dictionary import true_dictionary
 from compiler.lab.features.metrics import data_profile, ground_truth, synthetic_scores
 from compiler.lab.features.sites import Site
 from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations
-from compression.analytic import packed_projection, packed_width
-from compression.structure import residual_structure
+from compression.analytic import packed_projection, packed_width, residual_structure
 from compression.task import sort_unique_task
 
 HAVE_SAE_LENS = importlib.util.find_spec("sae_lens") is not None

@@ -30,9 +30,8 @@ import numpy as np
 
 import rasp
 from compiler import CompiledModel, compile_rasp
-from compression.analytic import interference_bound, packed_projection, packed_width
-from compression.sampling import sample_inputs
-from compression.structure import residual_structure
+from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
+from compression.learned.sampling import sample_inputs
 from compression.task import input_space_of
 
 
