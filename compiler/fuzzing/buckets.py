@@ -25,6 +25,7 @@ REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"input values, more than the limit", "SequenceMap input product too large"),
     (r"means of up to .* take more than", "numerical Aggregate means too many"),
     (r"enumerating the means of up to", "numerical Aggregate means too many"),
+    (r"sums of up to .* take more than|enumerating the sums of up to", "SumAggregate sums too many"),
     (r"its (function|predicate) raised", "user function raised on a reachable value"),
     (r"is numerical but takes the non-numeric value", "numerical s-op with non-numeric values"),
     (r"a numerical Aggregate needs numeric values", "numerical Aggregate of non-numbers"),

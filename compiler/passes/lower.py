@@ -14,13 +14,14 @@ import operator
 import networkx as nx
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.passes import graph as g
-from compiler.passes import nodes, selectors
+from compiler.passes import nodes, selectors, sums
 from compiler.passes.numerical_maps import Diagonal, fit_numerical_map
 from compiler.passes.optimize import fold_maps
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
-from craft.chamber import categorical_attn, categorical_mlp, numerical_mlp, selector_width
+from craft.chamber import categorical_attn, categorical_mlp, counted_sum, numerical_mlp, selector_width
 from craft.maps import BilinearMap, FactoredBilinearMap, sum_matrices
 from rasp import rasp
 from rasp.functions import Composed
@@ -92,6 +93,8 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
         and g.is_numerical(graph, fst)
         and g.is_numerical(graph, label)
     )
+    if isinstance(fn, sums.TimesCount):  # an expanded SumAggregate: mean x count
+        return _lower_sum(graph, label, fn, fst, snd, options)
     if fst == snd and not linear:  # f(x, x) reads one s-op: a Map
         node[nodes.FN], node[nodes.INPUTS] = Diagonal(fn), (fst,)
         return _lower_map(graph, label, options)
@@ -116,6 +119,35 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
     )
 
 
+def _leaf_qk(graph: nx.DiGraph, label: str, leaf: selectors.Leaf) -> BilinearMap | FactoredBilinearMap:
+    """One leaf's 0/1 predicate matrix; a standard comparison that fails on some value pair
+    (`<` between a str and an int) is redone through `CheckedPredicate`, which names the pair."""
+    queries, keys = output_space(graph, leaf.queries), output_space(graph, leaf.keys)
+    try:
+        return categorical_attn.selector_qk(queries, keys, leaf.predicate)
+    except CompilerError:
+        raise
+    except Exception:  # noqa: BLE001 - re-raised below with the selector and the values
+        where = f"{label} (keys {leaf.keys}, queries {leaf.queries})"
+        return categorical_attn.selector_qk(queries, keys, selectors.CheckedPredicate(where, leaf.predicate))
+
+
+def _lower_sum(
+    graph: nx.DiGraph, label: str, fn: sums.TimesCount, mean: str, count: str, options: LoweringOptions
+) -> MLP:
+    """The product MLP of a SumAggregate (`compiler.passes.sums`, `craft.chamber.counted_sum`)."""
+    magnitudes = [abs(float(v)) for v in graph.nodes[mean][nodes.VALUE_SET]]
+    return counted_sum.mean_times_count_mlp(
+        output_space(graph, mean),
+        output_space(graph, count),
+        output_space(graph, label),
+        fn.multiplier,
+        bound=max(magnitudes, default=0.0) + 1.0,
+        one_space=options.one_space,
+        hidden_name=g.hidden_name(label),
+    )
+
+
 def direct_attention(
     graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None
 ) -> tuple[BilinearMap | FactoredBilinearMap, int]:
@@ -126,12 +158,7 @@ def direct_attention(
     leaves = selectors.conjunction(selector)
     if folds:
         leaves = fold_maps.fold_leaves(leaves, folds)
-    parts = [
-        categorical_attn.selector_qk(
-            output_space(graph, leaf.queries), output_space(graph, leaf.keys), leaf.predicate
-        )
-        for leaf in leaves
-    ]
+    parts = [_leaf_qk(graph, selector.label, leaf) for leaf in leaves]
     query_space = join_vector_spaces(*(p.left_space for p in parts))
     key_space = join_vector_spaces(*(p.right_space for p in parts))
     if any(isinstance(p, FactoredBilinearMap) for p in parts):  # large: factors side by side

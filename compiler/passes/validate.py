@@ -23,6 +23,7 @@ from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.numerical_maps import fit_numerical_map, numerical_map_operation
 from compiler.passes.optimize import fold_maps, optimize_graph, selected_passes
+from compiler.passes.sums import expand_sums
 from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, bos_direction
 from craft.chamber import numerical_mlp
@@ -49,7 +50,7 @@ def validate(
     (see `causal_notes`); with `causal_strict=True` it is a problem instead.
     """
     try:
-        graph = g.trace(discretise_numerical_inputs(program))
+        graph = g.trace(expand_sums(discretise_numerical_inputs(program), max_seq_len))
         infer_values(graph, vocab, max_seq_len)
     except UnsupportedProgramError as error:
         return list(error.problems)
@@ -210,7 +211,7 @@ def _oversized_blocks(fused: nx.DiGraph) -> dict[str, str]:
         "max_seq_len, or a Map that buckets values)"
     )
     for label in g.sop_nodes(fused):
-        cost = _block_cost(fused, label)
+        cost = block_cost(fused, label)
         if cost.hidden > MAX_HIDDEN_UNITS:
             found[label] = (
                 f"{label}: its MLP needs {cost.hidden:,} hidden units (one per input value "
@@ -239,7 +240,7 @@ class BlockCost:
     predicate_calls: int = 0
 
 
-def _block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
+def block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
     """What the node's block will store (non-zeros), its MLP width and its predicate calls."""
     node = graph.nodes[label]
     expr, kind = node[nodes.EXPR], node[nodes.KIND]

@@ -20,8 +20,7 @@ from compiler.compiling import compile_rasp
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME
-from compression.analytic import interference_bound, packed_projection, packed_width
-from compression.structure import residual_structure
+from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
 from rasp import rasp
 
 
