@@ -12,8 +12,9 @@ import sys
 import time
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
+
+pq = pytest.importorskip("pyarrow.parquet", reason="the zoo extra (pyarrow) is not installed")
 
 from compiler.fuzzing.differential import same_value
 from compiler.lab.zoo import engines, weights as zoo_weights
@@ -57,6 +58,7 @@ def test_records_cover_every_program_and_variant(tiny_zoo):
         assert row["residual_labels"] and row["layers"] >= 1 and len(row["weights_sha256"]) == 64
         labels = {sop["label"] for sop in row["sops"]}
         assert row["program_label"] in labels and {"tokens"} <= labels | {"indices"}
+        assert any(edge["dst"] == "unembed.in" for edge in row["circuit"])  # the output's circuit
         graph = json.loads(row["graph"])
         assert graph["sink"] in {node["label"] for node in graph["nodes"]}
     for row in rows:
