@@ -7,7 +7,7 @@ D, the protected coordinates p, and the smallest d at which each method is exact
 * ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic.packing`), the d their
   bound claims and the d measured;
 * ``pca``: the uncentred PCA of the compiled activations;
-* ``gd`` / ``gd_packed`` / ``gd_shrink``: the trainer (:class:`~compression.config.GDRecipe`:
+* ``gd`` / ``gd_packed`` / ``gd_shrink``: the trainer (:class:`~compression.learned.config.GDRecipe`:
   ``--steps`` budget per run, AdamW with warmup + cosine, checked for exactness every
   ``check_every`` steps and stopped once exact, ``--gd-seeds`` seeds per width) from an orthogonal
   start / from the packed projection narrowed to d / from the exact packed projection, one column

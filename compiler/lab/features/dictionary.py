@@ -12,7 +12,7 @@ site is ``x @ W`` where ``x`` holds the compiled coordinates, which the program 
 * **dense directions**, reported apart: ``one`` (1 everywhere), the positions (``indices:*``),
   the ``tokens:BOS`` / ``tokens:PAD`` markers, numerical s-ops and attention-internal directions;
 * **dropped** coordinates: present, but with a zero row of ``W`` (nothing reads them, so the
-  analytic projection does not carry them; ``compression.structure``'s *unread* coordinates).
+  analytic projection does not carry them; ``compression.analytic.structure``'s *unread* coordinates).
 
 For the uncompressed model ``W`` is the identity: the dictionary is the labelled basis. At an MLP
 site (for transcoders) the features are the MLP's hidden units: the code is the unit's activation
