@@ -205,3 +205,16 @@ def test_redundant_paths_are_repaired_into_a_minimal_sufficient_circuit():
     names = {e.name for e, on in zip(net.edges, found.circuit) if on}
     paths = [{f"embed tokens -> layer {i} mlp.in", f"layer {i} mlp -> unembed.in"} for i in (0, 1)]
     assert "embed tokens -> unembed.in" in names and any(p <= names for p in paths)
+
+
+def test_cli_writes_the_record_and_the_picture(tmp_path, capsys):
+    from compiler.cli import main
+
+    out = tmp_path / "fp"
+    assert main(["circuit", "--example", "frac_prevs", "--ablation", "mean", "--inputs", "32", "--out", str(out)]) == 0
+    record = CircuitRecord.load(f"{out}.json")
+    assert record.ablation == "mean" and record.verification.verified
+    assert (tmp_path / "fp.png").read_bytes()[:4] == b"\x89PNG"
+    assert "2 of 9 edges" in capsys.readouterr().out
+    assert main(["circuit", "--example", "frac_prevs", "--ablation", "half", "--out", str(out)]) == 2
+    assert "unknown ablation 'half'" in capsys.readouterr().err
