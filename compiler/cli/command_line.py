@@ -248,6 +248,11 @@ def _one_line(error: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given[:1] == ["circuit"]:  # the `circuit` sub-command (compiler/cli/circuit.py)
+        from compiler.cli.circuit import main as circuit_main
+
+        return circuit_main(given[1:])
     parser = build_parser()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
