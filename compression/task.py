@@ -15,8 +15,8 @@ import numpy as np
 import rasp
 from compiler import CompiledModel, compile_rasp
 from compression.evaluation import ReferenceSet, build_reference_set
-from compression.frozen import FrozenModel
-from compression.sampling import InputSpace
+from compression.learned.frozen import FrozenModel
+from compression.learned.sampling import InputSpace
 
 
 def frozen_from_compiled(compiled: CompiledModel) -> FrozenModel:

@@ -10,7 +10,8 @@
 4. ``fuse``: fuse chains of elementwise operations.
 5. ``validate``: refuse what cannot be compiled exactly, with the reason (``selectors``
    normalises selectors; ``numerical_maps`` measures numerical Maps, reused by lowering).
-6. ``optimize``: fold, fuse and prune; ``lower``: Craft blocks per s-op.
+6. ``optimize``: fold, fuse and prune; ``size_estimate``: refuse a compile whose weights would
+   not fit (``max_weight_bytes``) before anything is built; ``lower``: Craft blocks per s-op.
 7. ``allocate``: place blocks on sub-layers (longest path or an exact MILP).
 8. ``layout``: lay out the residual stream and build the embeddings: a ``CraftModel``.
 9. ``assemble``: turn a ``CraftModel``'s blocks into weight records (``qk_factor`` factors large

@@ -14,6 +14,7 @@ import operator
 import networkx as nx
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.passes import graph as g
 from compiler.passes import nodes, selectors, sums
 from compiler.passes.numerical_maps import Diagonal, fit_numerical_map
@@ -121,6 +122,28 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
     )
 
 
+def _leaf_qk(
+    graph: nx.DiGraph, label: str, leaf: selectors.Leaf, bos: BasisDirection
+) -> BilinearMap | FactoredBilinearMap:
+    """One leaf's 0/1 predicate matrix; a standard comparison that fails on some value pair
+    (`<` between a str and an int) is redone through `CheckedPredicate`, which names the pair.
+
+    A leaf that selects pairs with a None side (`selectors.selects_none`, e.g. a negated Select)
+    over s-ops that can be None scores those pairs 1 too (`categorical_attn.selects_absent_qk`:
+    an empty one-hot is None)."""
+    queries, keys = output_space(graph, leaf.queries), output_space(graph, leaf.keys)
+    nullable = graph.nodes[leaf.queries][nodes.NULLABLE] or graph.nodes[leaf.keys][nodes.NULLABLE]
+    if nullable and selectors.selects_none(leaf.predicate):
+        return categorical_attn.selects_absent_qk(queries, keys, leaf.predicate, ONE, bos)
+    try:
+        return categorical_attn.selector_qk(queries, keys, leaf.predicate)
+    except CompilerError:
+        raise
+    except Exception:  # noqa: BLE001 - re-raised below with the selector and the values
+        where = f"{label} (keys {leaf.keys}, queries {leaf.queries})"
+        return categorical_attn.selector_qk(queries, keys, selectors.CheckedPredicate(where, leaf.predicate))
+
+
 def _lower_sum(
     graph: nx.DiGraph, label: str, fn: sums.TimesCount, mean: str, count: str, options: LoweringOptions
 ) -> MLP:
@@ -191,17 +214,6 @@ def _with_none(graph: nx.DiGraph, label: str, mlp: MLP, options: LoweringOptions
     return MLP.combine_in_parallel(parts) if len(parts) > 1 else mlp
 
 
-def _leaf_qk(graph: nx.DiGraph, leaf: selectors.Leaf, bos: BasisDirection) -> BilinearMap | FactoredBilinearMap:
-    """One leaf's 0/1 score matrix. A leaf that selects pairs with a None side
-    (`selectors.selects_none`, e.g. a negated Select) over s-ops that can be None scores those
-    pairs 1 too (`categorical_attn.selects_absent_qk`: an empty one-hot is None)."""
-    queries, keys = output_space(graph, leaf.queries), output_space(graph, leaf.keys)
-    nullable = graph.nodes[leaf.queries][nodes.NULLABLE] or graph.nodes[leaf.keys][nodes.NULLABLE]
-    if nullable and selectors.selects_none(leaf.predicate):
-        return categorical_attn.selects_absent_qk(queries, keys, leaf.predicate, ONE, bos)
-    return categorical_attn.selector_qk(queries, keys, leaf.predicate)
-
-
 def direct_attention(
     graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None, bos: BasisDirection | None = None
 ) -> tuple[BilinearMap | FactoredBilinearMap, int]:
@@ -213,7 +225,7 @@ def direct_attention(
     if folds:
         leaves = fold_maps.fold_leaves(leaves, folds)
     bos = bos_direction() if bos is None else bos
-    parts = [_leaf_qk(graph, leaf, bos) for leaf in leaves]
+    parts = [_leaf_qk(graph, selector.label, leaf, bos) for leaf in leaves]
     query_space = join_vector_spaces(*(p.left_space for p in parts))
     key_space = join_vector_spaces(*(p.right_space for p in parts))
     if any(isinstance(p, FactoredBilinearMap) for p in parts):  # large: factors side by side

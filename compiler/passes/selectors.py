@@ -19,7 +19,7 @@ from typing import Any
 
 import networkx as nx
 
-from compiler.errors import UnsupportedProgramError
+from compiler.errors import CompilerError, UnsupportedProgramError, ValueInferenceError
 from compiler.passes import nodes
 from craft.bases import INDICES_NAME
 from rasp import rasp
@@ -51,6 +51,41 @@ class ConstantPattern:
         return False
 
 
+@dataclass(frozen=True)
+class CheckedPredicate:
+    """A user predicate that reports its own failures: any exception it raises on a
+    `(key, query)` pair becomes a `ValueInferenceError` naming the selector and the pair.
+
+    The compiler calls predicates on every value pair the keys and queries can take (value
+    inference, validation, lowering); a predicate written for the values the user had in mind
+    can fail on others, and a bare `TypeError` from deep in lowering named neither.
+    """
+
+    label: str
+    predicate: Predicate
+
+    def __call__(self, key: Any, query: Any) -> bool:
+        try:
+            return bool(self.predicate(key, query))
+        except CompilerError:
+            raise
+        except Exception as error:  # noqa: BLE001 - reported with context
+            raise ValueInferenceError(
+                f"{self.label}: its predicate {self.predicate!r} raised {type(error).__name__}: "
+                f"{error} on key={key!r}, query={query!r}, values the keys and queries can "
+                "take; make the predicate handle every such value (or narrow the s-ops' values)"
+            ) from error
+
+    def __repr__(self) -> str:
+        return repr(self.predicate)
+
+
+def _checked(label: str, predicate: Predicate) -> Predicate:
+    """User callables get a `CheckedPredicate`; the standard `Comparison` members stay as they
+    are, because the chamber recognises them for vectorised tables."""
+    return predicate if isinstance(predicate, rasp.Comparison) else CheckedPredicate(label, predicate)
+
+
 def _rewrite_advice(label: str) -> str:
     return (
         f"{label}: this selector combination has no exact single-head construction (an `or`, or "
@@ -68,7 +103,7 @@ def conjunction(selector: rasp.Selector) -> tuple[Leaf, ...]:
 
 def _normalise(selector: rasp.Selector, negate: bool) -> list[Leaf]:
     if isinstance(selector, rasp.Select):
-        predicate: Predicate = selector.predicate
+        predicate: Predicate = _checked(selector.label, selector.predicate)
         if negate:
             predicate = PredicateNot(predicate)
         return [Leaf(selector.keys.label, selector.queries.label, predicate, negate)]

@@ -225,7 +225,7 @@ def _oversized_blocks(fused: nx.DiGraph) -> dict[str, str]:
         "max_seq_len, or a Map that buckets values)"
     )
     for label in g.sop_nodes(fused):
-        cost = _block_cost(fused, label)
+        cost = block_cost(fused, label)
         if cost.hidden > MAX_HIDDEN_UNITS:
             found[label] = (
                 f"{label}: its MLP needs {cost.hidden:,} hidden units (one per input value "
@@ -254,7 +254,7 @@ class BlockCost:
     predicate_calls: int = 0
 
 
-def _block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
+def block_cost(graph: nx.DiGraph, label: str) -> BlockCost:
     """What the node's block will store (non-zeros), its MLP width and its predicate calls."""
     node = graph.nodes[label]
     expr, kind = node[nodes.EXPR], node[nodes.KIND]

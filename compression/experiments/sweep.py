@@ -4,7 +4,7 @@ For every program of ``compiler.examples`` at each size n (vocabulary of n token
 D, the protected coordinates p, and the smallest d at which each method is exact on every input
 (or on >= 2,000 sampled inputs when there are more than 5,000):
 
-* ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic`), the d their
+* ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic.packing`), the d their
   bound claims and the d measured;
 * ``pca``: the uncentred PCA of the compiled activations;
 * ``gd`` / ``gd_packed`` / ``gd_shrink``: the trainer (:class:`~compression.config.GDRecipe`:
@@ -47,11 +47,11 @@ import numpy as np
 
 from compiler.examples import EXAMPLES
 from compression import plots
-from compression.analytic import min_width, packed_width, projection
-from compression.config import GDRecipe
-from compression.experiments.common import base_parser, environment, read_csv, write_csv, write_json
+from compression.analytic.packing import make_projection, min_width, packed_width
+from compression.analytic.structure import residual_structure
 from compression.exactness import exactness_check, never_on
-from compression.structure import residual_structure
+from compression.experiments.common import base_parser, environment, read_csv, write_csv, write_json
+from compression.learned.config import GDRecipe, LossConfig
 from compression.task import CompressionTask, make_task
 from compression.width_search import (
     GDRun, analytic_exact_width, claimed_width, gd_shrink_scan, gd_width_scan, pca_exact_width, pca_projection,
@@ -109,9 +109,9 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
         claimed = row[f"{method}_claimed"] = claimed_width(structure, method, seed)
         # the bound's promise, checked: exact on every evaluated input at the claimed width
         row[f"{method}_claim_holds"] = None if claimed is None else check.is_exact(
-            projection(structure, method, claimed, seed))
+            make_projection(structure, method, claimed, seed))
         row[f"{method}_exact"] = analytic_exact_width(check, structure, method, seed)
-        curves[method] = [(d, check.sequence_accuracy(projection(structure, method, d, seed)))
+        curves[method] = [(d, check.sequence_accuracy(make_projection(structure, method, d, seed)))
                           for d in _grid(min_width(structure, method), big_d, curve_points)]
     row["packed_full_margin"] = packed_width(structure, seed)
     row["pca_exact"] = pca_exact_width(check)
@@ -136,7 +136,7 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
             if init == "shrink":
                 if not row["packed_exact"]:
                     continue
-                exact_w = projection(structure, "packed", packed_hi, seed)
+                exact_w = make_projection(structure, "packed", packed_hi, seed)
                 scan = gd_shrink_scan(check, exact_w, recipe, seed, patience, lo=packed_hi - 1 if quick else 1)
             else:
                 scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience,
@@ -186,11 +186,22 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig()}
+
+
+def add_objective_argument(parser: argparse.ArgumentParser) -> None:
+    """``--objective``: the loss GD minimises (``exact``: :meth:`LossConfig.exact`, the default
+    recipe's; ``paper``: the paper's cross-entropy + L_layer, as the sweeps ran before)."""
+    parser.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
+                        help="GD's loss: exact (default) or paper (cross-entropy + L_layer read back through W)")
+
+
 def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
     """The GD recipe of an experiment run: :class:`GDRecipe` defaults with the command line's
-    steps, learning rate, weight decay, batch, check interval and seeds."""
+    steps, learning rate, weight decay, batch, check interval, seeds and objective."""
     base = GDRecipe()
     quick = getattr(args, "quick", False)
+    objective = getattr(args, "objective", None)
     return GDRecipe(
         steps=args.steps or (QUICK_STEPS if quick else base.steps), batch_size=args.batch_size,
         check_every=args.chunk_size or (50 if quick else base.check_every),
@@ -198,7 +209,7 @@ def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
         optimizer=dataclasses.replace(base.optimizer, lr_init=args.lr,
                                       weight_decay=base.optimizer.weight_decay if getattr(args, "weight_decay", None) is None
                                       else args.weight_decay),
-        loss=base.loss, sampling=base.sampling)
+        loss=OBJECTIVES[objective] if objective else base.loss, sampling=base.sampling)
 
 
 def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, recipe: GDRecipe,
@@ -267,6 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "the exact packed projection shrunk one column at a time")
     parser.add_argument("--patience", type=int, default=None,
                         help=f"GD scans stop after this many unreached widths in a row (default: {DEFAULT_PATIENCE})")
+    add_objective_argument(parser)
     parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="DIR",
                         help="run nothing: merge the outputs of earlier runs (e.g. one per GD start) into --out")
     args = parser.parse_args(argv)

@@ -137,3 +137,12 @@ def test_sparse_inputs_give_the_same_stored_weights_as_dense_ones():
     a_sparse, b_sparse = sparse_factors(sparse.csr_array(matrix))
     np.testing.assert_array_equal(a_sparse.toarray(), a_dense)
     np.testing.assert_array_equal(b_sparse.toarray(), b_dense)
+
+
+def test_full_matrix_accepts_an_empty_index():
+    """A weight that reads or writes no residual coordinate (an empty `in_idx` / `out_idx`)
+    embeds as a zero matrix; `np.array(())` is float64, which numpy refuses as an index."""
+    reads_nothing = SparseLinear((0, 3), in_idx=(), out_idx=(1, 2, 4))
+    assert not reads_nothing.full_matrix(np.zeros((0, 3), np.float32), 5, 6).any()
+    writes_nothing = SparseLinear((2, 0), in_idx=(0, 3), out_idx=())
+    assert writes_nothing.full_matrix(np.zeros((2, 0), np.float32), 5, 6).shape == (5, 6)

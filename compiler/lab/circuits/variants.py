@@ -1,0 +1,282 @@
+"""The difficulty dial: one program as models that are harder to read, same function.
+
+* **a, exact**: the compiled one-hot model.
+* **b, analytic**: the model run in superposition through the analytic packed projection of
+  `compression` (random if packed has no exact width) at its smallest width that is exact
+  against RASP on the program's input space.
+* **c, gd**: the model run through a projection learned by gradient descent (`compression`'s
+  trainer) at the width of (b), stopped at the first exact check or after the budget; its
+  accuracy is stated (`Variant.accuracy`).
+* **d, distractors**: other programs compiled into the same model (`compile_rasp([...])`),
+  active on the same inputs, not feeding the scored output: a random program over the same
+  vocabulary (`compiler.fuzzing`) and Maps of the main program's own s-ops, which share its
+  heads and MLPs (the optimizer merges common subexpressions).
+* **e, reparametrised**: function-preserving changes that make weights look trained: a random
+  orthogonal rotation of the residual basis, a random invertible map inside every head's W_QK
+  (W_Q A, W_K A^-T) and W_OV (W_V B, B^-1 W_O), and a random permutation and positive rescaling
+  of every ReLU MLP's neurons (W_in[:, π] s, W_out[π] / s).
+
+Letters combine: "b+e" is the superposed model reparametrised, "d+b+e" all three. The circuit
+of every variant is measured on the variant itself (`compiler.lab.circuits.measure`), so the
+ground truth is carried through each and verified there; `keeps_outputs` measures that the
+variant computes the program (exact for a, b, d, e).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Hashable
+
+import jax.numpy as jnp
+import numpy as np
+
+from compiler import compile_rasp
+from compiler.fuzzing.program_spec import build
+from compiler.fuzzing.random_programs import generate
+from compiler.lab.circuits.components import AttentionLayer, MLPLayer, Network, network
+from compiler.lab.circuits.measure import decoded
+from compiler.lab.circuits.patching import forward
+from compiler.model.compiled_model import CompiledModel
+from rasp import rasp
+
+# Relative noise added to the analytic W before GD (c) trains it back to exactness.
+NOISE = 0.05
+
+LETTERS = {"a": "exact", "b": "analytic superposition", "c": "GD-compressed", "d": "distractors",
+           "e": "reparametrised"}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Variant:
+    """One setting of the dial: the network, the compiled model its components come from, and
+    what was done (`note`: widths, distractor programs, seeds)."""
+
+    name: str
+    net: Network
+    model: CompiledModel
+    note: str
+    accuracy: float | None = None  # GD: sequence accuracy against RASP on the exactness inputs
+
+
+def parse(name: str) -> tuple[str, ...]:
+    """`"d+b+e"` -> `("d", "b", "e")`, checked."""
+    letters = tuple(part.strip() for part in name.split("+"))
+    unknown = [l for l in letters if l not in LETTERS]
+    if unknown or not letters:
+        raise ValueError(f"unknown variant {name!r}; use letters {sorted(LETTERS)} joined by '+' (e.g. 'b+e')")
+    if "b" in letters and "c" in letters:
+        raise ValueError(f"variant {name!r}: b and c are two projections; pick one")
+    return letters
+
+
+# -- d: distractors ------------------------------------------------------------------------------
+
+
+def _categorical_sops(program: rasp.SOp) -> list[rasp.SOp]:
+    """The program's categorical s-ops other than its inputs, in a fixed order (output last)."""
+    found: dict[int, rasp.SOp] = {}
+
+    def visit(expr: rasp.RASPExpr) -> None:
+        for child in expr.children:
+            visit(child)
+        inputs = (rasp.TokensType, rasp.IndicesType)  # `in` would compare s-ops with ==, a selector
+        if isinstance(expr, rasp.SOp) and not isinstance(expr, inputs) and rasp.is_categorical(expr):
+            found.setdefault(expr.unique_id, expr)
+
+    visit(program)
+    return list(found.values())
+
+
+def distractor_programs(program: rasp.SOp, vocab: tuple[Hashable, ...], max_seq_len: int, seed: int = 0) -> list[rasp.SOp]:
+    """A random program over the same vocabulary and Maps of the main program's own s-ops."""
+    distractors = [build(generate(seed, 4, vocab, max_seq_len)).named("distractor_random")]
+    for index, sop in enumerate(_categorical_sops(program)[-2:]):
+        distractors.append(rasp.categorical(rasp.Map(_bucket, sop)).named(f"distractor_shared_{index}"))
+    return distractors
+
+
+def _bucket(value: Hashable) -> int:
+    """A fixed, process-independent map of any value to {0, 1, 2} (`hash` of a str is salted)."""
+    return zlib.crc32(repr(value).encode()) % 3
+
+
+# -- b, c: projections -----------------------------------------------------------------------------
+
+
+def _task(model: CompiledModel, program: rasp.SOp, unique_tokens: bool):
+    from compression.task import CompressionTask, frozen_from_compiled, input_space_of
+
+    return CompressionTask(str(program.label), program, model, frozen_from_compiled(model),
+                           input_space_of(model, unique_tokens=unique_tokens), model.config.causal)
+
+
+def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: bool = False) -> tuple[np.ndarray, str]:
+    """The packed (else random) analytic projection at its smallest width exact against RASP."""
+    from compression.analytic import make_projection, residual_structure
+    from compression.exactness import exactness_check
+    from compression.width_search import analytic_exact_width
+
+    check = exactness_check(_task(model, program, unique_tokens))
+    structure = residual_structure(model)
+    for method in ("packed", "random"):
+        d = analytic_exact_width(check, structure, method)
+        if d is not None:
+            return make_projection(structure, method, d), f"{method} projection at its smallest exact width d={d} of D={model.config.residual_width}"
+    raise ValueError(f"no analytic projection of {program.label!r} is exact below D={model.config.residual_width}")
+
+
+def gd_projection(model: CompiledModel, program: rasp.SOp, start: np.ndarray, steps: int = 1_000, seed: int = 0,
+                  unique_tokens: bool = False) -> tuple[np.ndarray, str, float]:
+    """A projection learned by gradient descent at the width of `start` (an exact analytic W),
+    started from `start` rotated randomly and perturbed (noise of NOISE times its mean column
+    norm), stopped at the first exact check or after `steps`; returns it, a note and its
+    sequence accuracy against RASP."""
+    from compression.learned.config import GDRecipe
+    from compression.exactness import exactness_check
+    from compression.width_search import gd_run
+
+    rng = np.random.default_rng(seed)
+    start = np.asarray(start, np.float64) @ _orthogonal(rng, start.shape[1])
+    noise = NOISE * np.linalg.norm(start, axis=0).mean() / np.sqrt(start.shape[0])
+    initial = (start + rng.normal(scale=noise, size=start.shape)).astype(np.float32)
+    check = exactness_check(_task(model, program, unique_tokens))
+    recipe = GDRecipe(steps=steps, check_every=max(1, min(100, steps)), seeds=1)
+    d = start.shape[1]
+    run, w = gd_run(check, d, recipe, seed=seed, initial=initial, init="perturbed analytic")
+    note = (f"GD at d={d} from the analytic W rotated and perturbed, {run.steps} steps, "
+            f"sequence accuracy {run.sequence_accuracy:.4f} on {check.size} inputs")
+    return w, note, float(run.sequence_accuracy)
+
+
+# -- e: reparametrisation --------------------------------------------------------------------------
+
+
+def _orthogonal(rng: np.random.Generator, n: int) -> np.ndarray:
+    q, r = np.linalg.qr(rng.normal(size=(n, n)))
+    return q * np.sign(np.diag(r))
+
+
+def _invertible(rng: np.random.Generator, n: int, spread: float = 0.5) -> np.ndarray:
+    """A random well-conditioned invertible matrix: rotation, positive scales, rotation."""
+    return _orthogonal(rng, n) @ np.diag(np.exp(rng.uniform(-spread, spread, n))) @ _orthogonal(rng, n)
+
+
+def reparametrise(net: Network, seed: int = 0) -> Network:
+    """The same function with weights that look trained (see the module docstring).
+
+    Computed in float64 and stored in float32; the result's outputs differ from `net`'s by
+    float rounding only (`keeps_outputs` measures the decoded outputs).
+    """
+    rng = np.random.default_rng(seed)
+    rot = _orthogonal(rng, net.width)
+    f64 = lambda a: np.asarray(a, np.float64)
+    layers = []
+    for layer in net.layers:
+        if isinstance(layer, AttentionLayer):
+            w_q, w_k, w_v, w_o = [], [], [], []
+            for h in range(len(layer.w_q)):
+                a = _invertible(rng, layer.w_q.shape[2])
+                b = _invertible(rng, layer.w_v.shape[2])
+                w_q.append(rot.T @ f64(layer.w_q[h]) @ a)
+                w_k.append(rot.T @ f64(layer.w_k[h]) @ np.linalg.inv(a).T)
+                w_v.append(rot.T @ f64(layer.w_v[h]) @ b)
+                w_o.append(np.linalg.inv(b) @ f64(layer.w_o[h]) @ rot)
+            layers.append(AttentionLayer(*(np.stack(w).astype(np.float32) for w in (w_q, w_k, w_v, w_o))))
+        else:
+            hidden = layer.w_in.shape[1]
+            perm = rng.permutation(hidden)
+            elementwise = layer.activation in ("relu", "identity", "square")
+            if not elementwise:
+                perm = np.arange(hidden)
+            scale = np.exp(rng.uniform(-1.0, 1.0, hidden)) if layer.activation == "relu" else np.ones(hidden)
+            w_in = (rot.T @ f64(layer.w_in))[:, perm] * scale
+            w_out = (f64(layer.w_out)[perm] / scale[:, None]) @ rot
+            layers.append(MLPLayer(w_in.astype(np.float32), w_out.astype(np.float32), layer.activation))
+    return net.replace_weights(
+        tok_embed=(f64(net.tok_embed) @ rot).astype(np.float32),
+        pos_embed=(f64(net.pos_embed) @ rot).astype(np.float32),
+        layers=tuple(layers),
+        unembed=(rot.T @ f64(net.unembed)).astype(np.float32),
+    )
+
+
+# -- the dial ----------------------------------------------------------------------------------------
+
+
+def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_seq_len: int, *,
+                 seed: int = 0, unique_tokens: bool = False, gd_steps: int = 1_000,
+                 model: CompiledModel | None = None) -> Variant:
+    """Build variant `name` ("a", "b", ..., or letters joined by '+') of `program`.
+
+    Args:
+        name: the variant's letters (see the module docstring).
+        program: the RASP program.
+        vocab, max_seq_len: what it is compiled for.
+        seed: seeds the distractors, the GD run and the reparametrisation.
+        unique_tokens: the program's valid inputs have no repeated token (sort_unique); used
+            for the exactness checks of b and c.
+        gd_steps: the GD budget of c.
+        model: the exact compiled model when already at hand (reused for a, b, c, e).
+    Returns:
+        The `Variant`.
+    Raises:
+        ValueError: an unknown letter, or b and c together.
+    """
+    letters = parse(name)
+    notes = []
+    if "d" in letters:
+        distractors = distractor_programs(program, vocab, max_seq_len, seed)
+        model = compile_rasp([program, *distractors], set(vocab), max_seq_len)
+        notes.append("distractors " + ", ".join(str(d.label) for d in distractors))
+    elif model is None:
+        model = compile_rasp(program, set(vocab), max_seq_len)
+    projection, accuracy = None, None
+    if "b" in letters or "c" in letters:
+        projection, note = analytic_projection(model, program, unique_tokens) if "d" not in letters else _multi_analytic(model, program, unique_tokens)
+        notes.append(note)
+        if "c" in letters:
+            projection, note, accuracy = gd_projection(model, program, projection, gd_steps, seed, unique_tokens)
+            notes[-1] = note
+    net = network(model, projection, output=str(program.label))
+    if "e" in letters:
+        net = reparametrise(net, seed)
+        notes.append(f"reparametrised (seed {seed}): residual rotation, per-head W_QK / W_OV maps, MLP neuron permutation and rescaling")
+    return Variant(name, net, model, "; ".join(notes) or "exact compiled model", accuracy)
+
+
+def _multi_analytic(model: CompiledModel, program: rasp.SOp, unique_tokens: bool) -> tuple[np.ndarray, str]:
+    raise ValueError("variant d with b or c: the analytic projection of a several-program model is not "
+                     "supported by compression (it checks one program against RASP); use d+e")
+
+
+def keeps_outputs(variant: Variant, program: rasp.SOp, tokens: list[list[Hashable]], causal: bool = False) -> float:
+    """Fraction of scored positions of `tokens` at which the variant's decoded output equals
+    RASP's (`rasp.evaluate`); numerical outputs within half the smallest gap of their values."""
+    model, net = variant.model, variant.net
+    encoder = model.input_encoder
+    width = model.config.max_seq_len + 1
+    ids = np.full((len(tokens), width), encoder.pad_id, np.int32)
+    for i, row in enumerate(tokens):
+        ids[i, : len(row) + 1] = encoder.encode([encoder.bos, *row])
+    keep = jnp.ones((len(net.ports), len(net.sources), width), jnp.float32)
+    out = forward(net, keep, jnp.asarray(ids), jnp.zeros((len(net.sources),) + ids.shape + (net.width,)))
+    got = np.asarray(decoded(net, out))
+    values = _output_values(model, str(program.label))
+    right = total = 0
+    for i, row in enumerate(tokens):
+        expected = rasp.evaluate(program, row, causal=causal)
+        for t, want in enumerate(expected, start=1):
+            total += 1
+            if net.numerical:
+                right += want is not None and abs(float(got[i, t]) - float(want)) <= net.numerical_tolerance
+            else:
+                right += (None if got[i, t] < 0 else values[int(got[i, t])]) == want
+    return right / max(total, 1)
+
+
+def _output_values(model: CompiledModel, label: str) -> tuple:
+    encoder = model.output_encoder
+    if hasattr(encoder, "encoders"):
+        return encoder.encoders[encoder.labels.index(label)].values
+    return encoder.values
