@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from compiler import CompiledModel
 from compiler.io.atomic import atomic_write_bytes, atomic_write_text
-from compiler.lab.features.dictionary import TrueDictionary, real_positions, true_dictionary
+from compiler.lab.features.dictionary import CODE_FLOOR, TrueDictionary, real_positions, true_dictionary
 from compiler.lab.features.sites import Site, SiteRunner
 from compiler.lab.features.stages import sample_ids
 
@@ -65,6 +65,7 @@ def _code_fn(dictionary: TrueDictionary, k: int):
 
     def codes(values):
         feature_values = jnp.take(values, coords, axis=-1)
+        feature_values = jnp.where(jnp.abs(feature_values) < CODE_FLOOR, 0.0, feature_values)
         top, index = jax.lax.top_k(jnp.abs(feature_values), k)
         picked = jnp.take_along_axis(feature_values, index, axis=-1)
         index = jnp.where(top > 0, index, -1).astype(jnp.int32)
