@@ -54,7 +54,7 @@ class StreamReport:
         return self.tokens / max(self.seconds, 1e-9)
 
 
-def max_active(dictionary: TrueDictionary, compiled: CompiledModel) -> int:
+def max_active(dictionary: TrueDictionary) -> int:
     """How many features can be on at one position: one per s-op with features at the site."""
     return max(1, len({label.split(":", 1)[0] for label in dictionary.labels}))
 
@@ -106,7 +106,7 @@ def stream_activations(
     folder = pathlib.Path(folder)
     dictionary = true_dictionary(compiled, site, projection)
     compressed, exact = SiteRunner(compiled, projection), SiteRunner(compiled)
-    codes = jax.jit(_code_fn(dictionary, max_active(dictionary, compiled)))
+    codes = jax.jit(_code_fn(dictionary, max_active(dictionary)))
     if write:
         atomic_write_bytes(folder / DICTIONARY, save({"vectors": dictionary.vectors,
                                                             "dense_vectors": dictionary.dense_vectors}))
