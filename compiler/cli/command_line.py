@@ -252,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
+    if argv[:1] == ["circuit"]:  # `tracr-compile circuit ...` (compiler/cli/circuit.py, docs/circuits.md)
+        from compiler.cli.circuit import main as circuit_main
+
+        return circuit_main(argv[1:])
     try:
         if argv[:1] == ["zoo"]:  # `tracr-compile zoo OUT ...` (docs/zoo.md)
             from compiler.cli.zoo_command import run as run_zoo
