@@ -249,3 +249,22 @@ def test_ray_engine_and_local_workers_give_the_same_shards(tiny_zoo, tmp_path):
     assert files(tmp_path / "ray") == files(tiny_zoo)
     generate_zoo(tmp_path / "workers", TINY, engine="local", jobs=2, progress=False)
     assert files(tmp_path / "workers") == files(tiny_zoo)
+
+
+def dies_on_program_two(config: ZooConfig, index: int) -> list[dict]:
+    """A task whose worker process dies on program 2 (as under the system's OOM killer)."""
+    if index == 2:
+        os._exit(9)
+    return engines.program_task(config, index)
+
+
+@pytest.mark.slow
+def test_a_dead_worker_is_recorded_and_the_run_goes_on():
+    """Slow: three worker pools start (the pool, then one per program it held)."""
+    config = ZooConfig(programs=4, variants=("optimised",), library_share=0.0)
+    results = list(engines.local_results(config, range(4), jobs=2, task=dies_on_program_two))
+    assert [index for index, _ in results] == [0, 1, 2, 3]
+    rows = dict(results)
+    assert rows[2][0]["status"] == MEMORY and "died" in rows[2][0]["error"]
+    for index in (0, 1, 3):
+        assert rows[index] == engines.program_task(config, index)
