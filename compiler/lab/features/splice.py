@@ -64,7 +64,7 @@ def spliced_accuracy(compiled: CompiledModel, coder: SparseCoder, refs: Referenc
     for start in range(0, len(refs.ids), batch_inputs):
         ids = refs.ids[start:start + batch_inputs]
         stream, _ = reconstruct_stream(compiled, coder, np.asarray(runner.activations(ids, site)), ids)
-        outputs.append(np.asarray(runner.spliced_output(ids, site, stream)))
+        outputs.append(_spliced(runner, site, ids, stream))
     return output_accuracy(compiled, refs, np.concatenate(outputs))
 
 
@@ -139,6 +139,14 @@ def causal_use(compiled: CompiledModel, dictionary: TrueDictionary, coder: Spars
     return CausalUse(features, int(true_used.sum()), int(matched.sum()), int((matched & sae_used).sum()))
 
 
-def _spliced(runner: SiteRunner, site: Site, ids: np.ndarray, stream: np.ndarray, batch: int = 2048) -> np.ndarray:
-    return np.concatenate([np.asarray(runner.spliced_output(ids[s:s + batch], site, stream[s:s + batch]))
-                           for s in range(0, len(ids), batch)])
+def _spliced(runner: SiteRunner, site: Site, ids: np.ndarray, stream: np.ndarray, batch: int = 512) -> np.ndarray:
+    """Spliced outputs in fixed-size batches (the last one padded), so JAX compiles one shape."""
+    outputs = []
+    for start in range(0, len(ids), batch):
+        part_ids, part = ids[start:start + batch], stream[start:start + batch]
+        n = len(part_ids)
+        if n < batch and len(ids) > batch:
+            part_ids = np.concatenate([part_ids, np.repeat(part_ids[:1], batch - n, axis=0)])
+            part = np.concatenate([part, np.repeat(part[:1], batch - n, axis=0)])
+        outputs.append(np.asarray(runner.spliced_output(part_ids, site, part))[:n])
+    return np.concatenate(outputs)
