@@ -148,3 +148,10 @@ def join_selectors(program: rasp.SOp) -> rasp.SOp:
 def is_pack(expr: rasp.RASPExpr) -> bool:
     """Whether `expr` is a packing step of a joint lookup."""
     return isinstance(expr, rasp.SequenceMap) and isinstance(expr.f, (Pair, Append))
+
+
+def is_joint(predicate: Any) -> bool:
+    """Whether a leaf's predicate is a joint lookup's (possibly wrapped by
+    `selectors.CheckedPredicate`, which reports a predicate's failures)."""
+    inner = predicate.predicate if isinstance(predicate, selectors.CheckedPredicate) else predicate
+    return isinstance(inner, JointPredicate)

@@ -398,7 +398,7 @@ def _check_selector(
         return [f"{expr.label}: {problem}" for problem in error.problems]
     problems = []
     for leaf in leaves:
-        if isinstance(leaf.predicate, joint_selectors.JointPredicate):
+        if joint_selectors.is_joint(leaf.predicate):
             problems += _check_joint(graph, expr, leaf)
         for role, label in (("keys", leaf.keys), ("queries", leaf.queries)):
             if _encoding(graph, label) == "numerical":

@@ -240,3 +240,17 @@ def test_fuzz_s0_p3119_fused_map_reads_values_one_number_rounded_to():
     (problem,) = validate(program, [8], 8)
     assert problem.startswith("v11: reads the numerical s-op v9") and "apart" in problem
     assert_exact(program, vocab=[8], max_seq_len=8, causal=False, allow_refusal=True)
+
+
+def test_fuzz_s0_p623_or_over_a_none_able_sop_is_refused_not_miscompiled():
+    # `or` over selectors of different s-ops compiles as one joint lookup; here one packed s-op
+    # (a shift) can be None. The check for that missed predicates wrapped by CheckedPredicate,
+    # and the head hid the other operand at position 0 (MISMATCH); it is refused now.
+    v2 = rasp.Map(lambda x: x < 0, rasp.tokens).named("v2")
+    v3 = lib.shift_by(1, v2).named("v3")
+    v6 = (rasp.Select(v3, v3, rasp.Comparison.LT) | rasp.Select(v2, v2, rasp.Comparison.LEQ)).named("v6")
+    program = rasp.SelectorWidth(v6).named("v7")
+    problems = validate(program, [8], 1)
+    assert problems and "packed s-op v6_joint_keys" in problems[0]
+    for causal in (False, True):
+        assert_exact(program, vocab=[8], max_seq_len=1, causal=causal, allow_refusal=True)
