@@ -3,7 +3,8 @@
 Per example and setting (vocabulary size / max_seq_len): compile time in a cold process (the
 first `compile_rasp` call after imports, in a fresh interpreter) and warm (median of repeated
 calls), residual width, layers, heads, widest MLP, parameters (stored and non-zero), forward time
-for a batch of 64 full-length inputs (median, after jit), and the fraction of 200 random inputs
+for a batch of 64 full-length inputs (median, after jit; `first_s`: the ahead-of-time compilation
+of that forward pass, `CompiledModel.warmup`), and the fraction of 200 random inputs
 whose decoded output equals the RASP evaluator's. All of these are for the default, optimised
 compilation; `layers0`, `width0` and `nz0` are the layers, residual width and non-zero weights
 of the same program compiled with `optimize=False` (one block per s-op).
@@ -103,6 +104,7 @@ def measure(name: str, size: int, cold: bool, timeout: float) -> dict:
     rng = np.random.default_rng(1)
     batch = [["BOS"] + [vocab[i] for i in rng.integers(len(vocab), size=n)] for _ in range(64)]
     ids = model.input_encoder.encode_batch(batch)
+    row["first_s"] = model.warmup(64)
     jax.block_until_ready(model.run(ids).output)
     row["fwd64_ms"] = 1e3 * median_seconds(lambda: jax.block_until_ready(model.run(ids).output), 5)
     row["match"] = match_fraction(model, program, vocab, n)
@@ -120,7 +122,7 @@ COLUMNS = (  # (key, width, format of a value)
     ("example", 16, "{:<16}"), ("setting", 7, "{:>7}"), ("cold_s", 7, "{:>7.3f}"),
     ("warm_s", 7, "{:>7.3f}"), ("width", 6, "{:>6}"), ("layers", 6, "{:>6}"), ("heads", 5, "{:>5}"),
     ("mlp", 6, "{:>6}"), ("params", 9, "{:>9}"), ("nonzero", 9, "{:>9}"),
-    ("fwd64_ms", 9, "{:>9.2f}"), ("match", 6, "{:>6.1%}"), ("layers0", 7, "{:>7}"),
+    ("first_s", 7, "{:>7.2f}"), ("fwd64_ms", 9, "{:>9.2f}"), ("match", 6, "{:>6.1%}"), ("layers0", 7, "{:>7}"),
     ("width0", 6, "{:>6}"), ("nz0", 9, "{:>9}"),
 )
 

@@ -4,7 +4,9 @@ Per example and setting: the process's peak resident memory after `compile_rasp`
 first forward call (ru_maxrss, MB; the difference is what tracing, XLA compilation and running
 the batch added), XLA's own account of the executable (arguments + outputs + temporaries, MB,
 from `jitted.lower(...).compile().memory_analysis()`), the first call's seconds (trace + XLA
-compile + run) and the median of later calls.
+compile + run) and the median of later calls, the floor (`benchmarks/floor.py`: one dense or
+sparse matmul chain over the same non-zeros, measured in the same process) and warm / floor,
+and how many weights run in each form (`compiler.model.forms`).
 
     python benchmarks/forward_memory.py                       # sort 50/50, batch 64
     python benchmarks/forward_memory.py --examples sort,reverse --sizes 25,50 --batch 64
@@ -24,7 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SNIPPET = r"""
 import json, resource, statistics, sys, time
 sys.path.insert(0, {root!r})
+import collections
 import jax, jax.numpy as jnp, numpy as np
+from benchmarks.floor import floor_seconds
 from compiler import compile_rasp
 from compiler.examples import EXAMPLES
 
@@ -47,18 +51,22 @@ for _ in range(5):
     start = time.perf_counter()
     jax.block_until_ready(model.forward(model.params, ids).output)
     times.append(time.perf_counter() - start)
+floor = floor_seconds(model, {batch}, {size} + 1)
+forms = collections.Counter(spec.applied_form for spec in model.config.linears().values())
 analysis = model.forward.lower(model.params, ids).compile().memory_analysis()
 xla = analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes
 print(json.dumps(dict(
     width=model.config.residual_width, rss_compile=after_compile, rss_forward=after_forward,
     xla_mb=xla / 2**20, temp_mb=analysis.temp_size_in_bytes / 2**20, first_s=first,
-    warm_s=statistics.median(times))))
+    warm_s=statistics.median(times), floor_s=floor, ratio=statistics.median(times) / floor,
+    forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
 """
 
 COLUMNS = (
     ("example", "{:<15}"), ("setting", "{:>7}"), ("width", "{:>6}"), ("rss_compile", "{:>11.0f}"),
     ("rss_forward", "{:>11.0f}"), ("xla_mb", "{:>8.0f}"), ("temp_mb", "{:>8.0f}"),
-    ("first_s", "{:>8.2f}"), ("warm_s", "{:>8.3f}"),
+    ("first_s", "{:>8.2f}"), ("warm_s", "{:>8.3f}"), ("floor_s", "{:>8.3f}"), ("ratio", "{:>6.2f}"),
+    ("forms", "  {}"),
 )
 
 

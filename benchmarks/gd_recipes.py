@@ -1,7 +1,7 @@
 """Which GD recipe makes a fair learned-compression baseline? Exactness per recipe at one width.
 
 Trains W for one library program (n tokens, length n) at width ``d`` with each named recipe
-(``compression.config.GDRecipe`` variants: budget, schedule, peak rate, weight decay, loss terms)
+(``compression.learned.config.GDRecipe`` variants: budget, schedule, peak rate, weight decay, loss terms)
 over a few seeds, each run stopped at its first exact check (every 250 steps, on every input),
 and prints one JSON line per run (``compression.width_search.GDRun``) and a summary per recipe:
 seeds exact and their steps to exactness. This is how the sweep's default recipe was chosen
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compression.config import GDRecipe, LossConfig, OptimizerConfig  # noqa: E402
+from compression.learned.config import GDRecipe, LossConfig, OptimizerConfig  # noqa: E402
 
 
 def _cosine(lr: float, weight_decay: float = 0.0) -> OptimizerConfig:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from compression.exactness import exactness_check
     from compression.experiments.sweep import program_task
-    from compression.structure import residual_structure
+    from compression.analytic.structure import residual_structure
     from compression.width_search import gd_run
 
     task = program_task(args.program, args.size)

@@ -21,6 +21,8 @@ from compiler.errors import (
     CompilerError,
     InvalidInputError,
     ModelFileError,
+    ModelSizeError,
+    ModelSizeWarning,
     UnsupportedProgramError,
     ValueInferenceError,
 )
@@ -63,6 +65,8 @@ __all__ = [
     "InvalidInputError",
     "LabelledResidual",
     "ModelFileError",
+    "ModelSizeError",
+    "ModelSizeWarning",
     "UnsupportedProgramError",
     "ValueInferenceError",
     "compile_rasp",

@@ -34,7 +34,31 @@ class InvalidInputError(CompilerError, ValueError):
 
 
 class ModelFileError(CompilerError):
-    """A saved model file is truncated, corrupted, edited or from another format version."""
+    """A model file cannot be read or written.
+
+    Reading: the file is truncated, corrupted, edited or from another format version. Writing:
+    the path is a folder, a special file (a device, a pipe), under a file used as a folder, empty,
+    or in a place the process cannot write to. The message names the path and what to do.
+    """
+
+
+class ModelSizeError(CompilerError):
+    """The compiled model's weights would exceed `compile_rasp(max_weight_bytes=...)`.
+
+    Raised from size estimates made before any weight matrix is built, so an oversized compile
+    is refused in well under a second instead of running out of memory minutes later. `label`
+    names the largest s-op, `estimated_bytes` the whole model's estimate and `limit` the bound.
+    """
+
+    def __init__(self, message: str, label: str, estimated_bytes: int, limit: int):
+        super().__init__(message)
+        self.label = label
+        self.estimated_bytes = estimated_bytes
+        self.limit = limit
+
+
+class ModelSizeWarning(UserWarning):
+    """A compile whose weights are large but within `max_weight_bytes` (a quarter of it or more)."""
 
 
 class CausalSemanticsWarning(UserWarning):

@@ -1,9 +1,15 @@
 """Compression of compiled models: learn W (D x d) so the frozen model runs in d dimensions.
 
-See docs/compression.md. The pieces: ``config`` (frozen option records), ``frozen`` (the model
-contract), ``projection``, ``losses``, ``sampling``, ``optim``, ``sharding``, ``checkpoint``,
-``train`` (the jitted, resumable loop), ``evaluation`` and ``analysis`` (accuracy, cosine
-similarity, PCA), ``plots``, ``task`` (compiled RASP programs) and ``experiments``.
+See docs/compression.md. Two ways of making W, side by side, neither importing the other:
+
+* ``learned``: gradient descent on the frozen model (config, frozen, sampling, projection,
+  losses, optim, sharding, checkpoint, train).
+* ``analytic``: W built from what the model reads (structure, codes, packing).
+
+Above them, in reading order, what compares and checks the two: ``evaluation`` (accuracy against
+RASP), ``task`` (compiled library programs with their input spaces), ``exactness`` (is a W exact
+on every input?), ``width_search`` (the smallest exact width per method), ``analysis`` (cosine
+similarity, PCA), ``plots`` and ``experiments`` (the scripts behind docs/compression.md).
 
 Names are imported lazily (PEP 562). This package shares its top-level name with Python 3.14's
 standard-library ``compression`` package (PEP 784), and JAX probes ``from compression import
@@ -38,13 +44,16 @@ def standard_library_parts(stdlib: str | None) -> list[str]:
 __path__.extend(p for p in standard_library_parts(sysconfig.get_path("stdlib")) if p not in __path__)  # noqa: F821
 
 _EXPORTS = {
-    "LossConfig": "config", "OptimizerConfig": "config", "SamplingConfig": "config",
-    "TrainConfig": "config", "Accuracy": "evaluation", "ReferenceSet": "evaluation",
-    "accuracy": "evaluation", "nearest_value_tolerance": "evaluation", "FrozenModel": "frozen",
-    "gram": "projection", "init_projection": "projection", "InputSpace": "sampling",
-    "CompressionTask": "task", "frac_prevs_task": "task", "frozen_from_compiled": "task",
-    "make_task": "task", "sort_unique_task": "task", "Compressor": "train",
-    "TrainResult": "train", "TrainState": "train", "compress": "train",
+    "GDRecipe": "learned.config", "LossConfig": "learned.config", "OptimizerConfig": "learned.config",
+    "SamplingConfig": "learned.config", "TrainConfig": "learned.config", "FrozenModel": "learned.frozen",
+    "gram": "learned.projection", "init_projection": "learned.projection", "InputSpace": "learned.sampling",
+    "Compressor": "learned.train", "TrainResult": "learned.train", "TrainState": "learned.train",
+    "compress": "learned.train", "residual_structure": "analytic.structure",
+    "packed_projection": "analytic.packing", "min_width": "analytic.packing",
+    "Accuracy": "evaluation", "ReferenceSet": "evaluation", "accuracy": "evaluation",
+    "nearest_value_tolerance": "evaluation", "CompressionTask": "task", "frac_prevs_task": "task",
+    "frozen_from_compiled": "task", "make_task": "task", "sort_unique_task": "task",
+    "exactness_check": "exactness",
 }
 
 __all__ = sorted(_EXPORTS)

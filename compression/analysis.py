@@ -15,8 +15,8 @@ from typing import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from compression.frozen import FrozenModel
-from compression.losses import position_mask
+from compression.learned.frozen import FrozenModel
+from compression.learned.losses import position_mask
 
 _EPS = 1e-9
 

@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compression.analytic import AnalyticReport, Method, interference_bound, projection
+from compression.analytic.packing import AnalyticReport, Method, interference_bound, make_projection
+from compression.analytic.structure import ResidualStructure, residual_structure
 from compression.evaluation import ReferenceSet, accuracy, nearest_value_tolerance
-from compression.sampling import enumerate_inputs, sample_inputs
-from compression.structure import ResidualStructure, residual_structure
+from compression.learned.sampling import enumerate_inputs, sample_inputs
 from compression.task import CompressionTask
 
 MIN_SAMPLES = 2_000
@@ -37,19 +37,21 @@ class ExactnessCheck:
     def size(self) -> int:
         return len(self.refs.ids)
 
-    def sequence_accuracy(self, w: np.ndarray | None) -> float:
+    def sequence_accuracy(self, projection: np.ndarray | None) -> float:
         """Fraction of inputs whose every scored position equals RASP.
 
         A ``[D, d]`` W with d < D is padded with zero columns to ``[D, D]``: the padded stream
         coordinates stay 0 and ``W Wᵀ`` is unchanged, so the outputs are the same while every
         width shares one compiled forward pass.
         """
+        w = projection
         if w is not None and np.shape(w)[1] < np.shape(w)[0]:
             w = np.pad(np.asarray(w, np.float32), ((0, 0), (0, np.shape(w)[0] - np.shape(w)[1])))
         return accuracy(self.task.model, w, self.refs, atol=self.atol).sequence
 
-    def is_exact(self, w: np.ndarray | None) -> bool:
-        return self.sequence_accuracy(w) == 1.0
+    def is_exact(self, projection: np.ndarray | None) -> bool:
+        """Whether every input's every scored position equals RASP under ``projection``."""
+        return self.sequence_accuracy(projection) == 1.0
 
     @functools.cached_property
     def compiled_residuals(self) -> tuple[np.ndarray, ...]:
@@ -110,7 +112,7 @@ def analytic_projection(
     given) whether the compressed model equals RASP on the check's inputs.
     """
     structure = structure or residual_structure(task.compiled)
-    w = projection(structure, method, d, seed)
+    w = make_projection(structure, method, d, seed)
     bound = interference_bound(structure, w)
     report = AnalyticReport(method, structure.residual_dim, d, len(structure.protected), bound, bound.claims_exact)
     if check is not None:

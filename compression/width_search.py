@@ -2,7 +2,7 @@
 
 Methods: the two analytic projections (``random``, ``packed``: exactness claimed by the bound and
 measured), PCA of the compiled activations, and gradient descent (the existing trainer, run as a
-:class:`~compression.config.GDRecipe`) from an orthogonal start or from the packed projection.
+:class:`~compression.learned.config.GDRecipe`) from an orthogonal start or from the packed projection.
 
 Analytic and PCA widths come from a binary search over d (:func:`smallest_exact`), which assumes
 exactness is monotone in d; the claimed width of an analytic method is the first d, scanning
@@ -21,14 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from compression.analysis import pca_baseline
-from compression.analytic import (
-    Method, interference_bound, min_width, packed_projection, packed_width, projection,
+from compression.analytic.packing import (
+    Method, interference_bound, make_projection, min_width, packed_projection, packed_width,
 )
-from compression.config import GDRecipe, TrainConfig
+from compression.analytic.structure import ResidualStructure
 from compression.exactness import ExactnessCheck
-from compression.losses import position_mask
-from compression.structure import ResidualStructure
-from compression.train import Compressor
+from compression.learned.config import GDRecipe, TrainConfig
+from compression.learned.losses import position_mask
+from compression.learned.train import Compressor
 
 
 def smallest_exact(is_exact: Callable[[int], bool], lo: int, hi: int) -> int | None:
@@ -47,7 +47,7 @@ def smallest_exact(is_exact: Callable[[int], bool], lo: int, hi: int) -> int | N
 def claimed_width(structure: ResidualStructure, method: Method, seed: int = 0) -> int | None:
     """The first d (up to D) at which the method's bound claims exactness."""
     for d in range(min_width(structure, method), structure.residual_dim + 1):
-        if interference_bound(structure, projection(structure, method, d, seed)).claims_exact:
+        if interference_bound(structure, make_projection(structure, method, d, seed)).claims_exact:
             return d
     return None
 
@@ -55,7 +55,7 @@ def claimed_width(structure: ResidualStructure, method: Method, seed: int = 0) -
 def analytic_exact_width(check: ExactnessCheck, structure: ResidualStructure, method: Method,
                          seed: int = 0) -> int | None:
     """Smallest measured-exact d of an analytic method."""
-    return smallest_exact(lambda d: check.is_exact(projection(structure, method, d, seed)),
+    return smallest_exact(lambda d: check.is_exact(make_projection(structure, method, d, seed)),
                           min_width(structure, method), structure.residual_dim)
 
 
@@ -93,11 +93,11 @@ class GDRun:
     sequence_accuracy: float  # of the final W on the check's inputs
 
 
-def truncated_projection(w: np.ndarray, d: int) -> np.ndarray:
-    """The best rank-``d`` approximation of ``W Wᵀ`` as a ``[D, d]`` W: the rows of ``w``
-    projected onto its top ``d`` right singular directions (``w`` itself when it has <= d columns,
-    padded with zero columns)."""
-    w = np.asarray(w, np.float64)
+def truncated_projection(projection: np.ndarray, d: int) -> np.ndarray:
+    """The best rank-``d`` approximation of ``W Wᵀ`` as a ``[D, d]`` W: the rows of ``projection``
+    projected onto its top ``d`` right singular directions (``projection`` itself when it has <= d
+    columns, padded with zero columns)."""
+    w = np.asarray(projection, np.float64)
     if w.shape[1] <= d:
         return np.pad(w, ((0, 0), (0, d - w.shape[1]))).astype(np.float32)
     _, _, vt = np.linalg.svd(w, full_matrices=False)
@@ -137,37 +137,37 @@ def gd_start(init: str, d: int, structure: ResidualStructure | None, seed: int =
 
 def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: str = "orthogonal",
            structure: ResidualStructure | None = None, seed: int = 0, packed_exact: int | None = None,
-           initial: np.ndarray | None = None) -> tuple[GDRun, np.ndarray]:
+           projection: np.ndarray | None = None) -> tuple[GDRun, np.ndarray]:
     """Train W at width ``d`` with ``recipe`` and ``seed``, checking exactness every
     ``recipe.check_every`` steps and stopping at the first exact check (see :func:`gd_start`
-    for ``init``; a given ``initial`` W is used instead, under the name ``init``).
+    for ``init``; a given starting ``projection`` is used instead, under the name ``init``).
     Returns the run and its final W."""
-    if initial is None:
-        initial, init = gd_start(init, d, structure, seed, packed_exact)
-    return _train_until_exact(check, recipe.train_config(d, seed), initial, init)
+    if projection is None:
+        projection, init = gd_start(init, d, structure, seed, packed_exact)
+    return _train_until_exact(check, recipe.train_config(d, seed), projection, init)
 
 
-def gd_fade_run(check: ExactnessCheck, w: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
+def gd_fade_run(check: ExactnessCheck, projection: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
                 fade_fraction: float = SHRINK_FADE) -> tuple[GDRun, np.ndarray]:
-    """Shrink ``w`` (``[D, n]``) by one column with GD: rotate it so that its last column is its
-    weakest singular direction (``W Wᵀ`` is unchanged, so an exact ``w`` stays exact), then train
+    """Shrink ``projection`` (``[D, n]``) by one column with GD: rotate it so that its last column is
+    its weakest singular direction (``W Wᵀ`` is unchanged, so an exact W stays exact), then train
     at width n while that column fades to 0 over ``fade_fraction`` of the budget; exactness of the
     first n - 1 columns is checked once the column is gone. Returns the run (at width n - 1) and
     the ``[D, n - 1]`` W."""
-    w = np.asarray(w, np.float64)
+    w = np.asarray(projection, np.float64)
     _, _, vt = np.linalg.svd(w, full_matrices=False)
     rotated = (w @ vt.T).astype(np.float32)  # strongest direction first
     config = dataclasses.replace(recipe.train_config(w.shape[1], seed), fade_columns=1, fade_fraction=fade_fraction)
     return _train_until_exact(check, config, rotated, "packed_shrink")
 
 
-def _train_until_exact(check: ExactnessCheck, config: TrainConfig, initial: np.ndarray | None,
+def _train_until_exact(check: ExactnessCheck, config: TrainConfig, projection: np.ndarray | None,
                        init: str) -> tuple[GDRun, np.ndarray]:
-    """The trainer from ``initial`` with ``config``, stopped at the first chunk whose W (without
+    """The trainer from ``projection`` with ``config``, stopped at the first chunk whose W (without
     faded columns, once they are gone) is exact on the check's inputs."""
     task = check.task
     kept = config.d - config.fade_columns
-    compressor = Compressor(task.model, task.space, config, initial_projection=initial)
+    compressor = Compressor(task.model, task.space, config, initial_projection=projection)
     start_w = np.asarray(compressor.init_state().projection)
     if not config.fade_columns and check.is_exact(start_w):
         return GDRun(kept, init, config.seed, True, 0, 0, 0.0, float("nan"), 1.0), start_w
@@ -198,13 +198,13 @@ def _train_until_exact(check: ExactnessCheck, config: TrainConfig, initial: np.n
     return run, final_w
 
 
-def gd_shrink_scan(check: ExactnessCheck, w: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
+def gd_shrink_scan(check: ExactnessCheck, projection: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
                    patience: int = 2, lo: int = 1, fade_fraction: float = SHRINK_FADE) -> GDScan:
     """GD from an exact W downwards one width at a time (:func:`gd_fade_run`, :func:`scan_down`):
     each width starts from the previous width's W (the exact one when a seed reached it, else the
     last seed's), and the scan stops after ``patience`` unreached widths in a row or at ``lo``."""
     runs: list[GDRun] = []
-    current = [np.asarray(w)]
+    current = [np.asarray(projection)]
 
     def reaches(d: int) -> bool:
         for k in range(recipe.seeds):

@@ -302,7 +302,11 @@ class BilinearMap:
         left = join_vector_spaces(self.left_space, other.left_space)
         right = join_vector_spaces(self.right_space, other.right_space)
         shape = (left.num_dims, right.num_dims)
-        parts = [self.on_spaces(left, right).matrix, other.on_spaces(left, right).matrix]
+        terms = (self, other)
+        if any(sparse.issparse(term.matrix) for term in terms):  # a small dense term (a BOS
+            # bias) must not be padded to a dense matrix of the large sparse one's size
+            terms = tuple(BilinearMap(t.left_space, t.right_space, sparse.csr_array(t.matrix)) for t in terms)
+        parts = [term.on_spaces(left, right).matrix for term in terms]
         return BilinearMap(left, right, sum_matrices(parts, shape))
 
     def __mul__(self, scalar: float) -> BilinearMap:

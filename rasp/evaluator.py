@@ -203,18 +203,33 @@ def _aggregate(ev: _Evaluation, expr: rasp.Aggregate) -> SOpValue:
     return out
 
 
+def _sum_aggregate(ev: _Evaluation, expr: rasp.SumAggregate) -> SOpValue:
+    selector, values = ev.arg(expr.selector), ev.arg(expr.sop)
+    _check_same_length(expr, selector.shape[1], len(values))
+    out = []
+    for row in selector.tolist():
+        chosen = [value for value, selected in zip(values, row) if selected]
+        out.append(sum(_numbers(expr, chosen)) if chosen else expr.default)
+    return out
+
+
 _PLAIN_NUMBERS = (int, float, bool)
+
+
+def _numbers(expr: rasp.Aggregate | rasp.SumAggregate, chosen: list[Any]) -> list[Any]:
+    """`chosen`, after checking every value is a number (numerical aggregation reads numbers)."""
+    for value in chosen:
+        if type(value) not in _PLAIN_NUMBERS and not isinstance(value, numbers.Number):
+            raise RaspEvaluationError(
+                f"numerical {type(expr).__name__} {expr.label!r} selected the non-numeric value "
+                f"{value!r}; annotate it categorical or make its input numeric"
+            )
+    return chosen
 
 
 def _mean(expr: rasp.Aggregate, chosen: list[Any]) -> float:
     """Numerical aggregation: the mean of the selected values."""
-    for value in chosen:
-        if type(value) not in _PLAIN_NUMBERS and not isinstance(value, numbers.Number):
-            raise RaspEvaluationError(
-                f"numerical Aggregate {expr.label!r} selected the non-numeric value {value!r}; "
-                "annotate it categorical or make its input numeric"
-            )
-    return sum(chosen) / len(chosen)
+    return sum(_numbers(expr, chosen)) / len(chosen)
 
 
 def _common_value(expr: rasp.Aggregate, chosen: list[Any]) -> Any:
@@ -248,6 +263,7 @@ _RULES: dict[type, Callable[[_Evaluation, Any], Any]] = {
     rasp.SequenceMap: _sequence_map,
     rasp.Aggregate: _aggregate,
     rasp.SelectorWidth: _selector_width,
+    rasp.SumAggregate: _sum_aggregate,
     rasp.Select: _select,
     rasp.ConstantSelector: _constant_selector,
     rasp.SelectorAnd: _selector_binary(np.logical_and),

@@ -71,6 +71,45 @@ def make_frac_prevs(bools: rasp.SOp) -> rasp.SOp:
     return rasp.numerical(rasp.Aggregate(prefix, bools, default=0)).named("frac_prevs")
 
 
+def make_prefix_sum(sop: rasp.SOp) -> rasp.SOp:
+    """The running total of ``sop``: the sum of its values up to and including each position.
+
+    A ``SumAggregate`` over the prefix selector ``key index <= query index`` (it reads only
+    earlier positions, so the causal result is the same).
+
+    >>> make_prefix_sum(rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)))([3, 1, 2])
+    [3, 4, 6]
+    """
+    prefix = _tag(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), "prefix")
+    return rasp.numerical(rasp.SumAggregate(prefix, sop, default=0)).named("prefix_sum")
+
+
+def make_count_so_far(sop: rasp.SOp, token: Any) -> rasp.SOp:
+    """How many positions up to and including this one hold ``token`` (an exact counter).
+
+    >>> make_count_so_far(rasp.tokens, "a")("abaa")
+    [1, 1, 2, 3]
+    """
+    is_token = _tag(rasp.numerical(rasp.Map(lambda x: 1 if x == token else 0, sop)), "is_token")
+    return make_prefix_sum(is_token).named("count_so_far")
+
+
+def make_nesting_depth(sop: rasp.SOp, open_token: Any, close_token: Any) -> rasp.SOp:
+    """The stack depth after each position: #open - #close so far (negative once unbalanced).
+
+    Unlike ``make_pair_balance`` (the same difference divided by the prefix length) this is an
+    integer, so a categorical Map of it compares depths exactly at any length.
+
+    >>> make_nesting_depth(rasp.tokens, "(", ")")("(()))")
+    [1, 2, 1, 0, -1]
+    """
+    step = _tag(
+        rasp.numerical(rasp.Map(lambda x: 1 if x == open_token else (-1 if x == close_token else 0), sop)),
+        "depth_step",
+    )
+    return make_prefix_sum(step).named("nesting_depth")
+
+
 def make_pair_balance(sop: rasp.SOp, open_token: Any, close_token: Any) -> rasp.SOp:
     """Running ``(#open - #close) / (position + 1)`` for one kind of bracket.
 

@@ -58,6 +58,7 @@ __all__ = [
     "SelectorOr",
     "SelectorWidth",
     "SequenceMap",
+    "SumAggregate",
     "TokensType",
     "annotate",
     "categorical",
@@ -475,6 +476,35 @@ class Aggregate(SOp):
         self._set("selector", selector)
         self._set("sop", sop)
         self._set("default", default)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.selector, self.sop)
+
+
+class SumAggregate(SOp):
+    """For each query, the sum of ``sop`` over the keys ``selector`` picks (``default`` if none).
+
+    Tracr's ``Aggregate`` averages; this one adds, so counters and running totals need no
+    multiplication by a length. It is numerical unless annotated otherwise (a sum is a number):
+    ``rasp.SumAggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), x)`` is the
+    prefix sum of ``x``. With ``causal=True`` the selector is masked like any other, so the sum
+    runs over the selected keys at or before the query. Selecting a ``None`` value is an error;
+    ``default`` (0 unless given) is the result where nothing is selected.
+    """
+
+    default_label_stem = "sum_aggregate"
+
+    def __init__(self, selector: Selector, sop: SOp, default: Any = 0) -> None:
+        _require_selector("SumAggregate", "selector", selector)
+        _require_sop("SumAggregate", "sop", sop)
+        super().__init__()
+        self._set("selector", selector)
+        self._set("sop", sop)
+        self._set("default", default)
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        return {"name": label, "encoding": Encoding.NUMERICAL}
 
     @property
     def children(self) -> tuple[RASPExpr, ...]:

@@ -22,3 +22,13 @@ def frac_prevs_literal():
 def sort_unique_model():
     """`sort_unique` compiled with its example vocabulary: integer tokens, categorical output."""
     return example_model("sort_unique")
+
+
+@pytest.fixture(scope="session")
+def reverse_4_model():
+    """`reverse` over {a, b, c, d} at length 4 (340 inputs in all): three attention blocks, the
+    middle one head-less (a padded head in TransformerLens), a categorical output."""
+    from compiler import compile_rasp
+    from rasp import lib, rasp
+
+    return compile_rasp(lib.make_reverse(rasp.tokens), {"a", "b", "c", "d"}, 4)

@@ -127,3 +127,54 @@ def test_extractor_reads_languages_lines_and_skip_marker() -> None:
     assert blocks[0].source == "x = 1\n"
     assert required_modules("a\n<!-- requires: torch transformer_lens -->\nb") == ["torch", "transformer_lens"]
     assert blocks[3].source == "y = x + 1\n```\nstill inside\n"
+
+
+# Citations of things a reader of the repository cannot open: a shared folder, a specification
+# document and its section numbers, machine paths. Docs bring the facts they need in instead.
+_OUTSIDE = re.compile(
+    r"shared/|_spec\.md|\bspec(?:ification)?s?\b(?:\s+section)?\s*\d|\bthe spec\b|spec's|/work/|/home/",
+    re.IGNORECASE,
+)
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+_MD_NAME = re.compile(r"`([\w./-]+\.md)`")
+ROOT = DOCS.parent
+
+
+def _doc_files() -> list[pathlib.Path]:
+    return sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+
+
+def outside_citations(text: str, where: pathlib.Path) -> list[str]:
+    """`line: text` of every citation in `text` of something outside the repository: a name
+    matching `_OUTSIDE`, or a relative link / a backquoted `.md` name that exists nowhere in it."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if _OUTSIDE.search(line):
+            found.append(f"{number}: {line.strip()}")
+        for target in _LINK.findall(re.sub(r"`[^`]*`", "", line)):  # links outside code spans
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            resolved = (where.parent / target).resolve()
+            if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                found.append(f"{number}: link to {target}")
+        for name in _MD_NAME.findall(line):
+            if not ((where.parent / name).exists() or (ROOT / name).exists() or (DOCS / name).exists()):
+                found.append(f"{number}: `{name}` is not in the repository")
+    return found
+
+
+@pytest.mark.parametrize("path", _doc_files(), ids=lambda path: path.name)
+def test_docs_cite_nothing_outside_the_repository(path: pathlib.Path) -> None:
+    found = outside_citations(path.read_text(encoding="utf-8"), path)
+    assert not found, f"{path.name} cites what is not in the repository:\n" + "\n".join(found)
+
+
+def test_the_citation_check_catches_specs_shared_files_and_dead_links() -> None:
+    where = DOCS / "example.md"
+    bad = "\n".join(
+        ["as constructions_spec.md defines", "(spec 1, 3.1)", "see shared/notes.txt", "[x](../../elsewhere.md)",
+         "read `missing_notes.md`", "the spec's value"]
+    )
+    assert [line.split(":")[0] for line in outside_citations(bad, where)] == ["1", "2", "3", "4", "5", "6"]
+    good = "[compiling](compiling.md#the-pipeline), `docs/cli.md`, [a paper](https://example.org/paper.md)"
+    assert outside_citations(good, where) == []

@@ -3,7 +3,7 @@
 No 3.14 interpreter is available here, so the test simulates one: a fake standard library whose
 `compression` folder holds a `zstd` module. With our package imported (as from a clone, where
 its folder comes first on `sys.path`), `from compression import zstd` must reach the standard
-library's module while `compression.config` stays ours; the wheel declares
+library's module while `compression.learned.config` stays ours; the wheel declares
 `requires-python <3.14` because an installed copy would be shadowed instead (README).
 """
 
@@ -25,11 +25,11 @@ _SIMULATION = textwrap.dedent(
 
     import compression
     from compression import zstd
-    import compression.config
+    import compression.learned.config
 
     assert zstd.__file__.startswith(fake), zstd.__file__
     assert zstd.compress(b"abc") == b"zstd:abc"
-    assert compression.config.__file__.startswith(sys.argv[2]), compression.config.__file__
+    assert compression.learned.config.__file__.startswith(sys.argv[2]), compression.learned.config.__file__
     assert compression.__path__[0].startswith(sys.argv[2]) and compression.__path__[-1].startswith(fake)
     print("ok")
     """

@@ -1,5 +1,7 @@
 """`tracr-compile`: compile a RASP program, run it, save it, picture it (see docs/cli.md).
 
+`tracr-compile zoo OUT ...` generates a model zoo instead (`compiler.cli.zoo_command`, docs/zoo.md).
+
 Exit codes: 0 success, 1 the program cannot be compiled or run (or a model file is refused),
 2 usage error. Every failure is one line on stderr; `--debug` shows the traceback instead.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -16,8 +19,26 @@ from typing import Any
 from compiler.cli.args import ProgramError, UsageError, load_program, parse_input, parse_vocab
 from compiler.errors import CompilerError
 from compiler.examples import EXAMPLES
+from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES
 
 PROG = "tracr-compile"
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 10**6, "mb": 10**6, "mib": 1 << 20,
+          "g": 10**9, "gb": 10**9, "gib": 1 << 30}
+
+
+def _byte_count(text: str) -> int | None:
+    """`--max-weight-bytes`: a number of bytes (`4e9`, `512MiB`, `2GB`) or `none` (no limit)."""
+    if text.strip().lower() == "none":
+        return None
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
+    unit = match[2].lower() if match else ""
+    try:
+        value = float(match[1]) * _UNITS[unit] if match else -1.0
+    except (KeyError, ValueError):
+        value = -1.0
+    if not value >= 1:
+        raise UsageError(f"--max-weight-bytes {text!r} is not a positive size; give e.g. 2GiB, 4e9 or none")
+    return int(value)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,11 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--bos", default="BOS", help="beginning-of-sequence token (default BOS)")
     compiling.add_argument("--pad", default="PAD", help="padding token (default PAD)")
     compiling.add_argument("--mlp-exactness", type=float, default=100, metavar="X", help="numerical MLP exactness (default 100)")
+    compiling.add_argument(
+        "--max-weight-bytes", type=_byte_count, default=DEFAULT_MAX_WEIGHT_BYTES, metavar="N",
+        help="refuse a compile whose weights are estimated above N bytes (e.g. 4e9, 2GiB, none; default 1GiB)",
+    )
     compiling.add_argument("--validate-only", action="store_true", help="list every problem, compile nothing")
     outputs = parser.add_argument_group("outputs")
     outputs.add_argument("--out", metavar="PATH", help="save the compiled model to PATH")
     outputs.add_argument("--input", metavar="TOKENS", help='run on e.g. "BOS x a c x" and print the residual stream')
-    outputs.add_argument("--plot", metavar="PNG", help="write residual, attention and head pictures")
+    outputs.add_argument(
+        "--plot", metavar="PATH",
+        help="write residual, attention and head pictures; PATH ends in .png, .svg or .pdf (vector, for papers)",
+    )
+    outputs.add_argument("--dpi", type=float, default=150, help="resolution of --plot PNGs (default 150)")
     outputs.add_argument("--json", action="store_true", help="print a machine-readable summary instead of text")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
@@ -86,6 +115,7 @@ def _check_sources(args: argparse.Namespace) -> None:
                 ("--causal", args.causal),
                 ("--causal-strict", args.causal_strict),
                 ("--validate-only", args.validate_only),
+                ("--max-weight-bytes", args.max_weight_bytes != DEFAULT_MAX_WEIGHT_BYTES),
             )
             if value
         ]
@@ -93,6 +123,10 @@ def _check_sources(args: argparse.Namespace) -> None:
             raise UsageError(f"{', '.join(compile_flags)} only apply when compiling, not with --load")
     if args.example and args.example not in EXAMPLES:
         raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(EXAMPLES)}")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+        raise UsageError(f"--plot {args.plot!r}: end the path with .png, .svg or .pdf (the picture format)")
+    if not args.dpi > 0:
+        raise UsageError(f"--dpi must be positive, got {args.dpi:g}")
     if args.max_seq_len is not None and args.max_seq_len < 1:
         raise UsageError(f"--max-seq-len must be at least 1, got {args.max_seq_len}")
 
@@ -134,6 +168,11 @@ def _run(args: argparse.Namespace) -> int:
         print(_list_examples())
         return 0
     _check_sources(args)
+    from compiler.io.atomic import check_target
+
+    for target in (args.out, args.plot):  # refuse a bad destination before compiling
+        if target is not None:
+            check_target(target)
     report: dict[str, Any] = {}
     if args.load:
         from compiler.io.files import read_model_file
@@ -156,6 +195,7 @@ def _run(args: argparse.Namespace) -> int:
             compiler_bos=args.bos,
             compiler_pad=args.pad,
             mlp_exactness=args.mlp_exactness,
+            max_weight_bytes=args.max_weight_bytes,
         )
         report["program"] = label = program.label
     return _outputs(model, args, report, (source, label), default_input)
@@ -169,7 +209,7 @@ def _outputs(
 
     report.update(model_summary(model))
     text = [f"program: {report['program']}", summary_text(report)]
-    if args.out:
+    if args.out is not None:
         from compiler.io.files import save_model
 
         path = save_model(model, args.out, source=program[0], label=program[1])
@@ -194,7 +234,7 @@ def _outputs(
     if args.plot:
         from compiler.cli.plots import plot_all
 
-        written = plot_all(model, tokens, args.plot)
+        written = plot_all(model, tokens, args.plot, dpi=args.dpi)
         report["plots"] = [str(p) for p in written]
         text.append("wrote " + ", ".join(str(p) for p in written))
     if args.json:
@@ -210,15 +250,18 @@ def _one_line(error: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
-    given = sys.argv[1:] if argv is None else list(argv)
-    if given[:1] == ["circuit"]:  # the `circuit` sub-command (compiler/cli/circuit.py)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    if argv[:1] == ["circuit"]:  # `tracr-compile circuit ...` (compiler/cli/circuit.py, docs/circuits.md)
         from compiler.cli.circuit import main as circuit_main
 
-        return circuit_main(given[1:])
-    parser = build_parser()
-    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+        return circuit_main(argv[1:])
     try:
-        args = parser.parse_args(argv)
+        if argv[:1] == ["zoo"]:  # `tracr-compile zoo OUT ...` (docs/zoo.md)
+            from compiler.cli.zoo_command import run as run_zoo
+
+            return run_zoo([a for a in argv[1:] if a != "--debug"], _Parser)
+        args = build_parser().parse_args(argv)
         return _run(args)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet

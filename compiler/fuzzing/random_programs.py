@@ -54,8 +54,10 @@ class _Info:
 class _Builder:
     """Mutable state of one generation: the ops so far and their types."""
 
-    def __init__(self, rng: random.Random, vocab: Sequence[Any], max_seq_len: int, causal_guard: float):
+    def __init__(self, rng: random.Random, vocab: Sequence[Any], max_seq_len: int, causal_guard: float,
+                 numerical: float | None = None):
         self.rng = rng
+        self.numerical = numerical
         self.vocab = list(vocab)
         self.max_seq_len = max_seq_len
         self.causal_guard = causal_guard
@@ -101,12 +103,17 @@ class _Builder:
             return self.rng.choice(self.vocab)
         return self.rng.choice([0, 1, 2])
 
+    def chance(self, default: float) -> float:
+        """The probability that a new s-op is numerical: `default` (per statement kind) unless
+        the caller fixed one share for every kind."""
+        return default if self.numerical is None else self.numerical
+
     # -- statements ------------------------------------------------------------------------
 
     def add_map(self) -> int:
         x = self.pick_sop()
         choices = menu.matching(menu.UNARY, (self.info[x].vtype,))
-        numerical = self.rng.random() < 0.3
+        numerical = self.rng.random() < self.chance(0.3)
         if numerical:
             choices = [f for f in choices if f.result_type == "num"] or choices
         fn = self.rng.choice(choices)
@@ -121,7 +128,7 @@ class _Builder:
             y = self.pick_sop(self.info[x].vtype)
             choices = menu.matching(menu.BINARY, (self.info[x].vtype, self.info[y].vtype))
         fn = self.rng.choice(choices)
-        numerical = fn.result_type == "num" and self.rng.random() < 0.15
+        numerical = fn.result_type == "num" and self.rng.random() < self.chance(0.15)
         return self.add(Op("seqmap", (x, y), (fn.source,), numerical), fn.result_type)
 
     def add_linmap(self) -> int:
@@ -131,13 +138,13 @@ class _Builder:
         x, y = self.pick(pool), self.pick(pool)
         factors = (1, -1, 2, 0.5, -3)
         fst, snd = self.rng.choice(factors), self.rng.choice(factors)
-        numerical = self.info[x].numerical or self.info[y].numerical or self.rng.random() < 0.5
+        numerical = self.info[x].numerical or self.info[y].numerical or self.rng.random() < self.chance(0.5)
         return self.add(Op("linmap", (x, y), (fst, snd), numerical), "num")
 
     def add_full(self) -> int:
         fill = self.rng.choice([0, 1, -1, 2]) if self.rng.random() < 0.7 else self.rng.choice(self.vocab)
         vtype = "str" if isinstance(fill, str) else "num"
-        return self.add(Op("full", (), (fill,), vtype == "num" and self.rng.random() < 0.3), vtype)
+        return self.add(Op("full", (), (fill,), vtype == "num" and self.rng.random() < self.chance(0.3)), vtype)
 
     def add_select(self, keys: int, queries: int) -> int:
         kt, qt = self.info[keys].vtype, self.info[queries].vtype
@@ -197,7 +204,7 @@ class _Builder:
         return select, safe_sop
 
     def add_aggregate(self) -> int:
-        numerical = self.rng.random() < 0.4
+        numerical = self.rng.random() < self.chance(0.4)
         selector, safe_sop = self.add_selector(single_key=not numerical)
         if numerical:
             values = self.pick_sop("num")
@@ -209,7 +216,7 @@ class _Builder:
 
     def add_width(self) -> int:
         selector, _ = self.add_selector(single_key=False)
-        return self.add(Op("width", (selector,), (), self.rng.random() < 0.25), "num")
+        return self.add(Op("width", (selector,), (), self.rng.random() < self.chance(0.25)), "num")
 
     def add_shift(self) -> int:
         x = self.pick_sop(categorical=self.rng.random() < 0.9)
@@ -279,16 +286,23 @@ def generate(
     *,
     causal_guard: float = 0.35,
     kind_weights: dict[str, float] | None = None,
+    numerical: float | None = None,
 ) -> ProgramSpec:
     """A random well-typed program of about `size` operations (selectors included).
 
     The result is pruned to what its output reads, so it can be somewhat smaller than `size`;
-    the output is always the last s-op generated.
+    the output is always the last s-op generated. `kind_weights` (default `KIND_WEIGHTS`) are the
+    relative weights of the statement kinds; `numerical`, when given, is the probability that a
+    Map, SequenceMap, LinearSequenceMap, Full, Aggregate or SelectorWidth is numerically encoded
+    (default: a fixed probability per kind; LinearSequenceMaps of numerical inputs and Maps whose
+    function returns strings keep their forced encoding).
     """
     if not 1 <= size <= 64:
         raise ValueError(f"size must be between 1 and 64, got {size}")
     rng = random.Random(seed)
-    builder = _Builder(rng, sorted(set(vocab), key=repr), max_seq_len, causal_guard)
+    if numerical is not None and not 0.0 <= numerical <= 1.0:
+        raise ValueError(f"numerical must be a probability in [0, 1], got {numerical}")
+    builder = _Builder(rng, sorted(set(vocab), key=repr), max_seq_len, causal_guard, numerical)
     weights = kind_weights or KIND_WEIGHTS
     kinds, kind_p = list(weights), list(weights.values())
     adders = {

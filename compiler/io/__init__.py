@@ -5,7 +5,10 @@ Modules in reading order:
 * ``atomic`` — atomic file writes (temporary file, fsync, rename).
 * ``serialize`` — configs and programs as JSON-ready data.
 * ``files`` — ``save_model`` / ``load_model``: safetensors with the description in the header.
-* ``export`` — ``to_transformer_lens`` and ``export_weights``.
+* ``export_info`` — ``ExportInfo``: what an export's tensors mean (ids, decoding, padded heads,
+  the projection of a compressed export).
+* ``hf_tokenizer`` — a Hugging Face tokenizer over a compiled model's vocabulary.
+* ``export`` — ``to_transformer_lens``, ``export_weights`` and ``fold_projection``.
 
 ``save_model``, ``load_model`` and ``to_transformer_lens`` are re-exported by ``compiler``.
 """

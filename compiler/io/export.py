@@ -7,8 +7,14 @@ Two layers:
   config arguments and an `ExportInfo` that says what every part means.
 * `to_transformer_lens(model)` builds the real model with whichever TransformerLens is
   installed: 4.x through its native route (`TransformerBridge.boot_native` plus
-  `convert_tl_checkpoint`), 3.x as a `HookedTransformer`. The `ExportInfo` travels on the
-  result as `.export_info`.
+  `convert_tl_checkpoint`), 3.x as a `HookedTransformer` (with an `ExportRouteWarning`: 3.x is
+  what SAELens installs). The `ExportInfo` (`compiler.io.export_info`) travels on the result as
+  `.export_info`, and a tokenizer over the compiled vocabulary (`compiler.io.hf_tokenizer`) as
+  `.tokenizer`, so strings and `to_str_tokens` work.
+
+Both take `projection=W` (`[D, d]`, as in the compiled model's `forward(..., projection=W)`): the
+export is then the compressed model, `d_model = d`, with `W` folded into every weight that
+writes to or reads from the residual stream.
 
 What makes the export exact rather than approximately equal:
 
@@ -23,7 +29,9 @@ What makes the export exact rather than approximately equal:
   no attention. Each exported head has one extra dimension whose query reads the constant `one`
   direction and whose key reads `tokens:PAD` times `-PAD_MASK_LOGIT`, so a PAD key's score drops
   by 10^9 and its softmax weight is exactly 0. Padded batches therefore need no
-  `attention_mask` (which TransformerLens 3 ignores for bidirectional models).
+  `attention_mask` (which TransformerLens 3 ignores for bidirectional models). A compressed
+  export keeps the mask only when `W` leaves `one` and `tokens:PAD` on axes of their own
+  (`_on_own_axes`); otherwise `pad_mask_dim` is `None` and batches must hold one length.
 
 TransformerLens' default weight processing (centring the unembedding, centring writing weights,
 folding layer norms) changes a compiled model's outputs; the returned model warns with
@@ -37,14 +45,13 @@ import functools
 import importlib.metadata
 import inspect
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from compiler.io.export_info import ExportError, ExportInfo
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.encoders import InputEncoder, OutputEncoder
-from compiler.errors import CompilerError
 from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.weights import (
     head_weights,
@@ -55,6 +62,19 @@ from compiler.model.weights import (
 )
 from craft.bases import ONE_NAME, TOKENS_NAME, BasisDirection
 from craft.numerics import softmax
+
+__all__ = [
+    "ExportError",
+    "ExportInfo",
+    "ExportRouteWarning",
+    "ExportedWeights",
+    "WeightProcessingWarning",
+    "export_weights",
+    "fold_projection",
+    "numpy_forward",
+    "to_transformer_lens",
+    "transformer_lens_version",
+]
 
 StateDict = dict[str, np.ndarray]
 
@@ -71,67 +91,12 @@ SUPPORTED_LINES = (3, 4)
 EXTRA_HINT = "install the export extra: pip install 'tracr-compile[export]'"
 
 
-class ExportError(CompilerError):
-    """The model uses something the target format cannot express, or the installed
-    TransformerLens is not a supported version."""
-
-
 class WeightProcessingWarning(UserWarning):
     """TransformerLens was asked to process (centre, fold) the weights of an exported model."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ExportInfo:
-    """What the exported tensors mean; travels with the model as `.export_info`.
-
-    `real_heads[b]`: block `b`'s heads `0 .. real_heads[b] - 1` are compiled heads, the rest are
-    zero padding (uniform pattern, write nothing). `stages` pairs each of the compiled model's
-    residual snapshots (`model.stage_names`) with the TransformerLens hook holding the same
-    stream. `pad_mask_dim` is the head dimension that masks PAD keys (`None`: not masked);
-    `attn_scale` what TransformerLens divides scores by, already multiplied into `W_Q`
-    (`None`: no scaling).
-    """
-
-    residual_labels: tuple[str, ...]
-    input_encoder: InputEncoder
-    output_encoder: OutputEncoder
-    causal: bool
-    real_heads: tuple[int, ...]
-    block_sublayers: tuple[tuple[int | None, int | None], ...]
-    stages: tuple[tuple[str, str], ...]
-    pad_mask_dim: int | None
-    attn_scale: float | None
-    program_label: str | None = None
-    transformer_lens_version: str | None = None
-
-    @property
-    def bos_id(self) -> int:
-        return self.input_encoder.bos_id
-
-    @property
-    def pad_id(self) -> int:
-        return self.input_encoder.pad_id
-
-    @property
-    def input_tokens(self) -> tuple[Hashable, ...]:
-        """Token of every input id: the vocabulary in id order, then BOS, then PAD."""
-        return (*self.input_encoder.vocab, self.input_encoder.bos, self.input_encoder.pad)
-
-    @property
-    def output_values(self) -> tuple[Any, ...] | None:
-        """Value of every output logit column (`None` for a numerical output: column 0)."""
-        return self.output_encoder.values
-
-    def encode_batch(self, batch: Sequence[Sequence[Hashable]]) -> np.ndarray:
-        """`[batch, T]` ids of sequences starting with BOS, padded at the end with the PAD id."""
-        return self.input_encoder.encode_batch(batch)
-
-    def decode(self, logits: Any, length: int | None = None) -> list[Any]:
-        """Decode one sequence's `[T, d_vocab_out]` logits (numpy or torch) into values."""
-        output = np.asarray(_to_numpy(logits))
-        if self.output_encoder.numerical:
-            output = output[..., 0]
-        return self.output_encoder.decode(output)[:length]
+class ExportRouteWarning(UserWarning):
+    """The export took the TransformerLens 3.x route (a `HookedTransformer`), not the 4.x one."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,17 +175,33 @@ def _stages(model: CompiledModel, attn_only: bool) -> tuple[tuple[str, str], ...
     return tuple(stages)
 
 
-def export_weights(model: CompiledModel, *, attn_scale: float | None = None) -> ExportedWeights:
+def export_weights(
+    model: CompiledModel, *, attn_scale: float | None = None, projection: Any = None
+) -> ExportedWeights:
     """Float32 numpy weights named and shaped as TransformerLens' property format.
 
-    `attn_scale`: the number the target divides attention scores by (`W_Q` is multiplied by
-    it); `None` for a target that does not scale (`use_attn_scale=False`).
-    Raises `ExportError` when an MLP's activation is not ReLU.
+    Args:
+        model: the compiled model.
+        attn_scale: the number the target divides attention scores by (`W_Q` is multiplied by
+            it); `None` for a target that does not scale (`use_attn_scale=False`).
+        projection: `None`, or a `[D, d]` matrix `W` (numpy, JAX or torch): the weights of the
+            compressed model that `model.forward(params, ids, projection=W)` runs, with
+            `d_model = d` (`fold_projection`).
+
+    Returns:
+        `ExportedWeights`: the state dict, the config arguments and the `ExportInfo`.
+
+    Raises:
+        ExportError: an MLP's activation is not ReLU, or `projection` is not `[D, d]`.
     """
     config = model.config
     width = config.residual_width
     n_heads, d_head, d_mlp = _sizes(model)
     mask_columns = _pad_mask_columns(model)
+    if projection is not None:
+        projection = _checked_projection(projection, width)
+        if mask_columns is not None and not _on_own_axes(projection, mask_columns):
+            mask_columns = None
     mask_dim = d_head if mask_columns is not None else None
     d_head_out = max(1, d_head + (mask_columns is not None))
     q_factor = 1.0 if attn_scale is None else float(attn_scale)
@@ -272,14 +253,17 @@ def export_weights(model: CompiledModel, *, attn_scale: float | None = None) -> 
                     f"blocks.{index}.mlp.b_out": np.zeros(width),
                 }
             )
+    if projection is not None:
+        state = fold_projection(state, projection)
     label = getattr(model.program, "label", None)
     cfg = {
         "n_layers": len(blocks),
-        "d_model": width,
+        "d_model": width if projection is None else int(projection.shape[1]),
         "n_ctx": config.max_seq_len + 1,
         "d_head": d_head_out,
         "n_heads": n_heads,
-        "d_mlp": d_mlp or None,
+        # 0, not None: TransformerLens fills a missing d_mlp with 4 * d_model.
+        "d_mlp": d_mlp,
         "d_vocab": config.vocab_size,
         "d_vocab_out": int(w_u.shape[1]),
         "act_fn": "relu",
@@ -289,7 +273,8 @@ def export_weights(model: CompiledModel, *, attn_scale: float | None = None) -> 
         "use_attn_scale": attn_scale is not None,
         "attn_scale": -1.0 if attn_scale is None else float(attn_scale),
         "attention_dir": "causal" if config.causal else "bidirectional",
-        "default_prepend_bos": False,
+        # The attached tokenizer puts BOS in front of every string (compiler.io.hf_tokenizer).
+        "default_prepend_bos": True,
         "model_name": f"tracr-compile/{label}" if isinstance(label, str) else "tracr-compile",
         "original_architecture": "tracr-compile",
     }
@@ -297,17 +282,74 @@ def export_weights(model: CompiledModel, *, attn_scale: float | None = None) -> 
         residual_labels=config.residual_labels,
         input_encoder=model.input_encoder,
         output_encoder=model.output_encoder,
+        numerical_output=config.numerical_output,
         causal=config.causal,
+        n_heads=n_heads,
         real_heads=tuple(_heads(model, attn) for attn, _ in blocks),
         block_sublayers=blocks,
         stages=_stages(model, attn_only=not d_mlp),
         pad_mask_dim=mask_dim,
         attn_scale=attn_scale,
+        projection=None if projection is None else projection.astype(np.float32),
         program_label=label if isinstance(label, str) else None,
     )
     # float64 above, so W_Q * attn_scale is rounded once, here.
     arrays = {name: np.asarray(value, np.float32) for name, value in state.items()}
     return ExportedWeights(arrays, cfg, info)
+
+
+def _checked_projection(projection: Any, width: int) -> np.ndarray:
+    """`projection` as a float64 `[D, d]` numpy array; `ExportError` for another shape."""
+    if hasattr(projection, "detach"):
+        projection = projection.detach().cpu().numpy()
+    matrix = np.asarray(projection, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[0] != width or matrix.shape[1] < 1:
+        raise ExportError(
+            f"projection must be a [D, d] matrix with D = {width} (the residual width) and d >= 1, "
+            f"as passed to forward(..., projection=W); got shape {matrix.shape}"
+        )
+    if not np.all(np.isfinite(matrix)):
+        raise ExportError("projection holds NaN or infinite entries")
+    return matrix
+
+
+def _on_own_axes(projection: np.ndarray, columns: tuple[int, ...]) -> bool:
+    """Whether each residual column in `columns` is written by `projection` as exactly 1 on an
+    axis that no other column touches: then reading it back through `projection.T` is exact,
+    so the PAD mask (1e9 times the `tokens:PAD` reading) adds exactly 0 to non-PAD keys."""
+    for column in columns:
+        axes = np.flatnonzero(projection[column])
+        if len(axes) != 1 or projection[column, axes[0]] != 1.0:
+            return False
+        if np.count_nonzero(projection[:, axes[0]]) != 1:
+            return False
+    return True
+
+
+def fold_projection(state: StateDict, projection: np.ndarray) -> StateDict:
+    """The property-format weights of the compressed model with residual projection `W`.
+
+    The compressed model writes through `W` (`[D, d]`) and reads through `W.T`: embeddings,
+    attention outputs and MLP outputs are multiplied by `W` on the right, queries, keys, values,
+    MLP inputs and the unembedding by `W.T` on the left. The result has `d_model = d`; every
+    other size is unchanged. Works in the dtype of `projection` (float64 in `export_weights`).
+    """
+    w = np.asarray(projection)
+    writes = {"embed.W_E", "pos_embed.W_pos"}
+    folded: StateDict = {}
+    for name, value in state.items():
+        part = name.rsplit(".", 1)[-1]
+        if name in writes or part in ("W_out", "b_out", "b_O"):
+            folded[name] = value @ w  # [..., D] -> [..., d]
+        elif part == "W_O":
+            folded[name] = np.einsum("heD,Dd->hed", value, w)
+        elif part in ("W_Q", "W_K", "W_V"):
+            folded[name] = np.einsum("Dd,hDe->hde", w, value)
+        elif part in ("W_in", "W_U"):
+            folded[name] = w.T @ value  # [D, n] -> [d, n]
+        else:
+            folded[name] = value  # biases inside heads, MLPs and the unembedding
+    return folded
 
 
 def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.ndarray:
@@ -355,14 +397,30 @@ def _major(version: str) -> int:
     return int(head) if head.isdigit() else -1
 
 
-def to_transformer_lens(model: CompiledModel, device: str = "cpu") -> Any:
+def to_transformer_lens(model: CompiledModel, device: str = "cpu", *, projection: Any = None) -> Any:
     """The compiled model as a TransformerLens model, for the installed TransformerLens.
 
-    4.x: a `TransformerBridge` booted natively; 3.x: a `HookedTransformer`. Both compute the
-    compiled logits, residual streams and attention patterns on padded and unpadded id
-    batches (no `attention_mask` needed). The result has `.export_info` (an `ExportInfo`).
-    Raises `ImportError` when torch or transformer-lens is missing, `ExportError` for an
-    unsupported TransformerLens version or a model it cannot express.
+    4.x: a `TransformerBridge` booted natively; 3.x: a `HookedTransformer`, announced with an
+    `ExportRouteWarning` (SAELens installs the 3.x line over the `export` extra's 4.x). Both
+    compute the compiled logits, residual streams and attention patterns on padded and unpadded
+    id batches (no `attention_mask` needed), and carry a tokenizer over the compiled vocabulary
+    (`.tokenizer`: `to_tokens("1 2 3")`, `to_str_tokens(ids)`, string inputs).
+
+    Args:
+        model: the compiled model.
+        device: the torch device of the weights.
+        projection: `None`, or a `[D, d]` residual projection `W`: export the compressed model
+            `model.forward(params, ids, projection=W)` runs, with `d_model = d`
+            (`fold_projection`); `export_info.decompress` maps its residuals back to the labels.
+
+    Returns:
+        The TransformerLens model in eval mode, with `.export_info` (an `ExportInfo` whose
+        `route` names the class and version used).
+
+    Raises:
+        ImportError: torch or transformer-lens is missing (the message names the extra).
+        ExportError: an unsupported TransformerLens version, a model it cannot express, or a
+            projection of the wrong shape.
     """
     version = transformer_lens_version()
     line = _major(version)
@@ -375,15 +433,28 @@ def to_transformer_lens(model: CompiledModel, device: str = "cpu") -> Any:
         import torch  # noqa: F401 - fail early with the hint below
     except ImportError:
         raise ImportError(f"to_transformer_lens needs torch; {EXTRA_HINT}") from None
+    from compiler.io.hf_tokenizer import build_tokenizer
+
+    label = getattr(model.program, "label", None)
+    tokenizer = build_tokenizer(model.input_encoder, f"tracr-compile/{label}" if isinstance(label, str) else "tracr-compile")
     if line == 4:
-        exported = export_weights(model, attn_scale=TL4_ATTN_SCALE)
-        tl_model = _boot_native(exported, device)
+        exported = export_weights(model, attn_scale=TL4_ATTN_SCALE, projection=projection)
+        tl_model = _boot_native(exported, tokenizer, device)
         guarded = ("process_weights", "enable_compatibility_mode")
+        route = f"TransformerLens {version}: TransformerBridge.boot_native"
     else:
-        exported = export_weights(model, attn_scale=None)
-        tl_model = _hooked_transformer(exported, device)
+        exported = export_weights(model, attn_scale=None, projection=projection)
+        tl_model = _hooked_transformer(exported, tokenizer, device)
         guarded = ("load_and_process_state_dict", "process_weights_")
-    info = dataclasses.replace(exported.info, transformer_lens_version=version)
+        route = f"TransformerLens {version}: HookedTransformer"
+        warnings.warn(
+            f"TransformerLens {version} is installed, so the export is a HookedTransformer (the 3.x "
+            "route, which SAELens needs); the export extra's 4.x line gives a TransformerBridge. "
+            "Both compute the same numbers; export_info.route records the route taken",
+            ExportRouteWarning,
+            stacklevel=2,
+        )
+    info = dataclasses.replace(exported.info, transformer_lens_version=version, route=route)
     object.__setattr__(tl_model, "export_info", info)
     for name in guarded:
         _guard_processing(tl_model, name)
@@ -396,7 +467,7 @@ def _tensors(state: StateDict, device: str) -> dict[str, Any]:
     return {name: torch.tensor(value, device=device) for name, value in state.items()}
 
 
-def _boot_native(exported: ExportedWeights, device: str) -> Any:
+def _boot_native(exported: ExportedWeights, tokenizer: Any, device: str) -> Any:
     """TransformerLens 4: `TransformerBridge.boot_native` plus the legacy checkpoint converter."""
     try:
         from transformer_lens import TransformerBridge, TransformerBridgeConfig
@@ -410,19 +481,22 @@ def _boot_native(exported: ExportedWeights, device: str) -> Any:
             f"TransformerLens 4.3 or later on the 4.x line, or 3.x; {EXTRA_HINT}"
         ) from None
     cfg = TransformerBridgeConfig(**exported.config, init_weights=False)
-    bridge = boot_native(cfg, device=device, model_name=exported.config["model_name"])
+    bridge = boot_native(cfg, tokenizer=tokenizer, device=device, model_name=exported.config["model_name"])
     bridge.load_state_dict(convert_tl_checkpoint(_tensors(exported.state_dict, device), bridge.cfg))
+    if exported.config["attn_only"]:
+        # The native model writes 4 * d_model into a zero d_mlp, MLPs or not; say what is there.
+        bridge.cfg.d_mlp = 0
     return bridge
 
 
-def _hooked_transformer(exported: ExportedWeights, device: str) -> Any:
+def _hooked_transformer(exported: ExportedWeights, tokenizer: Any, device: str) -> Any:
     """TransformerLens 3: a `HookedTransformer` with the weights loaded unprocessed."""
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
     with warnings.catch_warnings():
         # 3.x announces HookedTransformer's removal in 4.0; the 4.x route is `_boot_native`.
         warnings.filterwarnings("ignore", "HookedTransformer is deprecated", DeprecationWarning)
-        hooked = HookedTransformer(HookedTransformerConfig(**exported.config, device=device))
+        hooked = HookedTransformer(HookedTransformerConfig(**exported.config, device=device), tokenizer=tokenizer)
     missing, unexpected = hooked.load_state_dict(_tensors(exported.state_dict, device), strict=False)
     missing = [name for name in missing if not name.endswith((".mask", ".IGNORE"))]
     if missing or unexpected:
@@ -464,9 +538,3 @@ def _guard_processing(tl_model: Any, name: str) -> None:
 
     object.__setattr__(tl_model, name, guarded)
 
-
-def _to_numpy(value: Any) -> Any:
-    """A torch tensor as numpy (detached, on CPU); anything else unchanged."""
-    if hasattr(value, "detach"):
-        return value.detach().cpu().numpy()
-    return value

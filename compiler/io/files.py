@@ -30,14 +30,16 @@ import pathlib
 import struct
 from typing import Any, Literal
 
+import jax
 import numpy as np
 import safetensors.numpy
 
 from compiler.io import serialize
-from compiler.io.atomic import atomic_write_bytes
+from compiler.io.atomic import atomic_write_bytes, check_target
 from compiler.model.compiled_model import CompiledModel
 from compiler.errors import ModelFileError
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.forms import check_forms, choose_forms
 from compiler.model.transformer import build
 
 FORMAT = "tracr-compile-model"
@@ -106,7 +108,7 @@ def _tensor_name(module: str, name: str) -> str:
     return f"{MODULE_NAME}/{module}/{name}"
 
 
-def _tensors(model: CompiledModel, storage: str) -> dict[str, np.ndarray]:
+def model_tensors(model: CompiledModel, storage: str = "dense") -> dict[str, np.ndarray]:
     """The file's tensors: per parameter, its dense matrix or (sparse) the stored array."""
     if storage not in STORAGES:
         raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
@@ -158,7 +160,7 @@ def model_bytes(
     model: CompiledModel, source: str | None = None, label: str | None = None, storage: Storage = "dense"
 ) -> bytes:
     """The file contents `save_model` writes."""
-    tensors = _tensors(model, storage)
+    tensors = model_tensors(model, storage)
     model_json = serialize.canonical_json(_description(model, source, label))
     weights_sha256 = _weights_hash(tensors)
     metadata = {
@@ -170,10 +172,10 @@ def model_bytes(
         "weights_sha256": weights_sha256,
         "content_sha256": _content_hash(model_json, weights_sha256),
     }
-    return _safetensors_bytes(tensors, metadata)
+    return safetensors_bytes(tensors, metadata)
 
 
-def _safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
+def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
     """The safetensors layout with a sorted header and tensors in name order, so equal models
     give equal bytes (the reference writer orders its metadata arbitrarily)."""
     header: dict[str, Any] = {"__metadata__": metadata}
@@ -204,8 +206,11 @@ def save_model(
     (every weight a full matrix) or `"sparse"` (weights as the model stores them: smaller, but
     readers need the config's index lists). The file gets the permissions of any new file
     (0666 minus the umask). Raises `ModelFileError` if a token or s-op value has a type the
-    format cannot store.
+    format cannot store, or if `path` cannot be written (a folder, a device or other special
+    file, a path under a file, an empty path, a read-only place), naming the path and the fix;
+    the path is checked before the file's contents are built.
     """
+    check_target(path)
     return atomic_write_bytes(path, model_bytes(model, source, label, storage))
 
 
@@ -299,8 +304,8 @@ def _weights(config: ModelConfig, tensors: dict[str, np.ndarray], version: int, 
 
 def _param_from_dense(spec: SparseLinear, matrix: np.ndarray, name: str, path: PathLike) -> np.ndarray:
     """The stored parameter of `spec` taken out of its dense matrix (exact: a copy of entries)."""
-    rows = np.arange(spec.shape[0]) if spec.in_idx is None else np.asarray(spec.in_idx)
-    cols = np.arange(spec.shape[1]) if spec.out_idx is None else np.asarray(spec.out_idx)
+    rows = np.arange(spec.shape[0]) if spec.in_idx is None else np.asarray(spec.in_idx, dtype=np.intp)
+    cols = np.arange(spec.shape[1]) if spec.out_idx is None else np.asarray(spec.out_idx, dtype=np.intp)
     block = matrix[np.ix_(rows, cols)]
     param = block[list(spec.rows), list(spec.cols)] if spec.is_sparse else block
     param = np.ascontiguousarray(param, dtype=np.float32)
@@ -349,7 +354,14 @@ def read_model_file(path: PathLike) -> ModelFile:
         raise _refuse(path, "inconsistent: the residual basis does not match the residual labels")
     version = int(metadata["format_version"])
     storage = "sparse" if version == 1 else metadata["storage"]
-    params, forward, _ = build(config, _weights(config, tensors, version, storage, path))
+    weights = _weights(config, tensors, version, storage, path)
+    if config.backend is None:  # written before forms were recorded: choose them now
+        config = choose_forms(config, weights, jax.default_backend())
+    try:
+        check_forms(config, weights)
+    except ValueError as error:
+        raise _refuse(path, f"inconsistent: {error}") from None
+    params, forward, _ = build(config, weights)
     model = CompiledModel(
         params=params,
         config=config,

@@ -97,6 +97,7 @@ def sparse_to_json(spec: SparseLinear) -> dict:
         "out_idx": _optional_ints(spec.out_idx),
         "rows": _optional_ints(spec.rows),
         "cols": _optional_ints(spec.cols),
+        "form": spec.form,
     }
 
 
@@ -116,6 +117,7 @@ def sparse_from_json(data: dict) -> SparseLinear:
         out_idx=_int_tuple(data["out_idx"]),
         rows=_int_tuple(data["rows"]),
         cols=_int_tuple(data["cols"]),
+        form=None if data.get("form") is None else _typed(data["form"], str),  # absent before forms
     )
 
 
@@ -162,6 +164,7 @@ def config_to_json(config: ModelConfig) -> dict:
         "pad_id": int(config.pad_id),
         "causal": bool(config.causal),
         "numerical_output": bool(config.numerical_output),
+        "backend": config.backend,
     }
 
 
@@ -177,6 +180,7 @@ def config_from_json(data: dict) -> ModelConfig:
         pad_id=_typed(data["pad_id"], int),
         causal=_typed(data["causal"], bool),
         numerical_output=_typed(data["numerical_output"], bool),
+        backend=None if data.get("backend") is None else _typed(data["backend"], str),
     )
 
 

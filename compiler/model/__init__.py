@@ -4,12 +4,18 @@ Modules in reading order:
 
 * ``config`` — the JAX-free records that describe a model's shapes (``ModelConfig``, per-layer
   specs, ``SparseLinear``); produced by ``compiler.passes.assemble``.
+* ``forms`` — the cost model that picks how each weight is applied (dense, rebuild, columns,
+  rows, interval) per backend.
 * ``transformer`` — the Haiku decoder-only transformer built from a config and its weights.
 * ``from_craft`` — the one way from a ``compiler.passes.layout.CraftModel`` to a Haiku model.
 * ``encoders`` — token <-> id and output decoding.
 * ``compiled_model`` — ``CompiledModel``, what ``compile_rasp`` returns.
+* ``jit_cache`` — ``enable_compilation_cache``: JAX's persistent compilation cache, opt-in.
 * ``weights`` — reading a model's weights as matrices over the residual stream (the only place
   outside ``transformer`` that knows the Haiku parameter names).
+* ``dense`` — dense labelled weights (``LabelledMatrix``, ``labelled_weights``) and the dense
+  model (``dense_model``: Haiku-standard ``[D, ...]`` params), behind
+  ``CompiledModel.labelled_weights()`` and ``CompiledModel.dense()``.
 
 Import the names from their modules (``from compiler.model.weights import head_weights``);
 the entry points are re-exported by ``compiler``.

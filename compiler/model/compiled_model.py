@@ -13,8 +13,10 @@ import networkx as nx
 import numpy as np
 
 from compiler.model.config import AttentionSpec, ModelConfig
+from compiler.model.dense import LabelledMatrix, dense_model, labelled_weights
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
-from compiler.model.transformer import ModelOutput
+from compiler.model.transformer import ModelOutput, build
+from compiler.model.weights import module_params
 from compiler.passes import nodes
 from craft.bases import VectorSpaceWithBasis
 from craft.blocks import SeriesWithResiduals
@@ -62,6 +64,8 @@ class CompiledModel:
     # None: unknown, e.g. a model loaded from a file). Per s-op: `numerical_map_errors`.
     numerical_error_bound: float | None = None
     numerical_map_errors: Any = None  # {label: (construction, error)} or None when unknown
+    # Executables compiled ahead of time by `warmup`, by input shape (not copied by `replace`).
+    _executables: dict = dataclasses.field(init=False, default_factory=dict, repr=False, compare=False)
 
     @property
     def residual_labels(self) -> tuple[str, ...]:
@@ -88,17 +92,70 @@ class CompiledModel:
             names.append(f"layer {index // 2} {kind}")
         return tuple(names)
 
+    def with_config(self, config: ModelConfig) -> CompiledModel:
+        """A copy running `config` (e.g. other weight forms, `compiler.model.forms`) on the same
+        weights; the parameters must keep their shapes."""
+        modules = {module for module, _ in config.linears()}
+        weights = {module: module_params(self, module) for module in modules}
+        params, forward, _ = build(config, weights)
+        return dataclasses.replace(self, config=config, params=params, forward=forward)
+
+    def labelled_weights(self) -> dict[str, LabelledMatrix]:
+        """Every weight as a dense matrix with named rows and columns (`compiler.model.dense`)."""
+        return labelled_weights(self)
+
+    def dense(self) -> CompiledModel:
+        """This model with dense `[D, ...]` Haiku params and the same outputs (`compiler.model.dense`)."""
+        return dense_model(self)
+
     def run(self, ids: np.ndarray) -> ModelOutput:
-        """Forward pass on a `[batch, T]` id array."""
-        return self.forward(self.params, jnp.asarray(ids, dtype=jnp.int32))
+        """Forward pass on a `[batch, T]` id array.
 
-    def warmup(self, batch_size: int = 1, seq_len: int | None = None) -> float:
-        """Trace and compile the forward pass for `[batch_size, seq_len + 1]` ids now; seconds.
+        Shorter inputs are padded with PAD to the full `max_seq_len + 1` positions and the
+        results cut back to `T` (PAD keys get no attention, so the real positions are
+        unchanged): every call with one batch size reuses one compiled executable, instead of
+        one trace and XLA compilation per length. An executable made by `warmup` for the shape
+        is used directly.
+        """
+        ids = np.asarray(ids, dtype=np.int32)
+        length = ids.shape[-1]
+        full = self.config.max_seq_len + 1
+        if ids.ndim == 2 and length < full:
+            padded = np.full(ids.shape[:-1] + (full,), self.config.pad_id, dtype=np.int32)
+            padded[..., :length] = ids
+            ids = padded
+        executable = self._executables.get(ids.shape)
+        result = executable(self.params, ids) if executable is not None else self.forward(self.params, jnp.asarray(ids))
+        if ids.shape[-1] == length:
+            return result
+        return ModelOutput(
+            result.output[:, :length],
+            tuple(r[:, :length] for r in result.residuals),
+            tuple(a[..., :length, :length] for a in result.attention),
+        )
 
-        JAX compiles once per input shape, on the first call with it. Calling this after
-        `compile_rasp` moves that cost out of the first real forward pass: later `run` calls
-        with the same shape (and `apply_batch` calls whose longest sequence has `seq_len`
-        tokens) reuse the compiled executable. `seq_len` defaults to `max_seq_len`.
+    def warmup(self, batch_size: int = 1, seq_len: int | None = None, *, fast_compile: bool = False) -> float:
+        """Trace and compile the forward pass for `[batch_size, max_seq_len + 1]` ids now; seconds.
+
+        JAX compiles once per input shape, on the first call with it. This lowers and compiles
+        ahead of time (`jax.jit(...).lower(...).compile()`) and keeps the executable, so later
+        `run`, `apply` and `apply_batch` calls with that batch size (any length: `run` pads to
+        the full length) start at once. `seq_len` is checked but, since `run` pads, every
+        length shares the one executable.
+
+        Args:
+          batch_size: sequences per call.
+          seq_len: tokens after BOS (default `max_seq_len`); any value in range gives the same
+            executable.
+          fast_compile: ask XLA for its cheapest compilation (`xla_backend_optimization_level`
+            0): about half the compile time on CPU, but the compiled forward runs several times
+            slower; for a model run a few times.
+
+        Returns:
+          The seconds taken by lowering and compiling.
+
+        Raises:
+          ValueError: an impossible batch size or length.
         """
         length = self.config.max_seq_len if seq_len is None else seq_len
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -108,10 +165,11 @@ class CompiledModel:
                 f"warmup: seq_len must be an integer in [0, {self.config.max_seq_len}] (tokens "
                 f"after BOS), got {seq_len!r}"
             )
-        ids = np.full((batch_size, length + 1), self.config.pad_id, dtype=np.int32)
+        ids = np.full((batch_size, self.config.max_seq_len + 1), self.config.pad_id, dtype=np.int32)
         ids[:, 0] = self.input_encoder.bos_id
         start = time.perf_counter()
-        jax.block_until_ready(self.run(ids).output)
+        options = {"xla_backend_optimization_level": 0} if fast_compile else None
+        self._executables[ids.shape] = self.forward.lower(self.params, ids).compile(options)
         return time.perf_counter() - start
 
     def apply(self, tokens: Sequence[Hashable]) -> ApplyResult:
@@ -130,7 +188,10 @@ class CompiledModel:
         """Decoded outputs of several sequences (each starting with BOS), padded internally.
 
         For several programs compiled together, each item is `{output label: decoded sequence}`.
+        An empty batch gives `[]`; a string or a flat token list raises `InvalidInputError`.
         """
+        if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)) and len(batch) == 0:
+            return []
         ids = self.input_encoder.encode_batch(batch)
         output = np.asarray(self.run(ids).output)
         return [_truncated(self.output_encoder.decode(output[row]), len(tokens)) for row, tokens in enumerate(batch)]

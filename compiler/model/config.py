@@ -2,7 +2,8 @@
 
 Everything here is numpy only, so the passes (`compiler.passes.assemble`) can produce a
 `ModelConfig` and its weights without JAX. The Haiku module that runs them is
-`compiler.model.transformer`; `SparseLinear` below records a weight's storage and layout, and
+`compiler.model.transformer`; `SparseLinear` below records a weight's storage, layout and
+*form* (how the forward pass applies it, chosen by `compiler.model.forms`), and
 `compiler.model.transformer.apply_linear` applies it.
 """
 
@@ -31,6 +32,17 @@ DENSE_FRACTION = 1 / 3
 # otherwise it is rebuilt densely (its own size, independent of batch and length) for a matmul.
 ELL_PADDING = 4
 
+# How a weight is applied in the forward pass (`SparseLinear.form`); every form computes the same
+# product `x @ M`, they differ in cost (`compiler.model.forms` picks one per weight and backend):
+# - "dense": the parameter is `M` itself, one matmul;
+# - "rebuild": `M` is rebuilt densely from its non-zeros on each call, then one matmul;
+# - "columns": per output column, gather its inputs (ELL layout, `SparseLinear.ell`);
+# - "rows": per input row, scatter-add into its outputs (`SparseLinear.row_ell`);
+# - "interval": permute the inputs so that every column's non-zeros are one contiguous run with
+#   one value, take prefix sums, and read each column as a difference of two of them
+#   (`SparseLinear.interval`); linear in the input like every other form.
+FORMS = ("dense", "rebuild", "columns", "rows", "interval")
+
 
 @dataclasses.dataclass(frozen=True)
 class SparseLinear:
@@ -38,8 +50,10 @@ class SparseLinear:
 
     `in_idx` / `out_idx` of `None` mean "all coordinates" (the input or output is exactly the
     matrix's size). `rows`/`cols` give the non-zero pattern when `M` is stored sparsely; then the
-    parameter is the vector of those entries, else it is `M` itself. The record holds the
-    storage and its numpy layouts; `compiler.model.transformer.apply_linear` applies it in JAX.
+    parameter is the vector of those entries, else it is `M` itself. `form` (one of `FORMS`) says
+    how the forward pass applies it; `None` (hand-built specs, files written before forms were
+    recorded) means `default_form`. The record holds the storage and its numpy layouts;
+    `compiler.model.transformer.apply_linear` applies it in JAX.
     """
 
     shape: tuple[int, int]
@@ -47,6 +61,33 @@ class SparseLinear:
     out_idx: tuple[int, ...] | None = None
     rows: tuple[int, ...] | None = None
     cols: tuple[int, ...] | None = None
+    form: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.form is not None and self.form not in self.possible_forms:
+            raise ValueError(
+                f"weight form {self.form!r} is not one of {self.possible_forms} for a "
+                f"{'sparse' if self.is_sparse else 'dense'} {self.shape} weight"
+            )
+
+    @property
+    def possible_forms(self) -> tuple[str, ...]:
+        """The forms this storage allows: dense storage only `dense`; sparse all but `dense`."""
+        return FORMS[1:] if self.is_sparse else ("dense",)
+
+    @property
+    def default_form(self) -> str:
+        """The form used when none is recorded: columns or rows when their padding wastes at most
+        `ELL_PADDING` times the non-zeros, else a dense rebuild (never `interval`, which needs
+        the values checked, see `compiler.model.forms`)."""
+        if not self.is_sparse:
+            return "dense"
+        return "columns" if self.column_wise else "rows" if self.row_wise else "rebuild"
+
+    @property
+    def applied_form(self) -> str:
+        """The form the forward pass uses."""
+        return self.default_form if self.form is None else self.form
 
     @property
     def is_sparse(self) -> bool:
@@ -122,6 +163,45 @@ class SparseLinear:
         rows, cols = self.pattern
         transposed = SparseLinear(self.shape[::-1], rows=tuple(cols.tolist()), cols=tuple(rows.tolist()))
         return transposed.ell
+
+    @functools.cached_property
+    def interval(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """`(perm, lo, hi, entry)` when the rows can be ordered so that every column's non-zeros
+        are contiguous, else `None`. `perm` lists the rows that hold a non-zero in that order;
+        column `j`'s non-zeros are rows `perm[lo[j]:hi[j]]` and `entry[j]` is the index of one
+        of them in the parameter vector (`nnz`, pointing at an appended zero, for an empty
+        column). Whether the values are one per column is checked where the values are known
+        (`compiler.model.forms.one_value_per_column`).
+
+        The order tried sorts each row by the columns it belongs to, largest column first: for
+        a laminar family of columns (any two nested or disjoint: dyadic blocks, staircases,
+        one-hot tables) that is a depth-first order, in which every column is contiguous.
+        """
+        if not self.is_sparse:
+            return None
+        rows, cols = self.pattern
+        sizes = np.bincount(cols, minlength=self.shape[1])
+        rank = np.lexsort((np.arange(self.shape[1]), -sizes))  # columns, largest first
+        position = np.empty_like(rank)
+        position[rank] = np.arange(len(rank))
+        by_row: dict[int, list[int]] = {}
+        for row, col_position in zip(rows.tolist(), position[cols].tolist()):
+            by_row.setdefault(row, []).append(col_position)
+        perm = np.asarray(sorted(by_row, key=lambda row: sorted(by_row[row])), dtype=np.int32)
+        where = np.empty(self.shape[0], dtype=np.int64)
+        where[perm] = np.arange(len(perm))
+        placed = where[rows]
+        lo = np.full(self.shape[1], len(perm), dtype=np.int64)
+        hi = np.zeros(self.shape[1], dtype=np.int64)
+        np.minimum.at(lo, cols, placed)
+        np.maximum.at(hi, cols, placed + 1)
+        if not np.array_equal(np.maximum(hi - lo, 0), sizes):
+            return None
+        empty = sizes == 0
+        lo[empty] = hi[empty] = 0
+        entry = np.full(self.shape[1], len(rows), dtype=np.int32)
+        entry[cols[::-1]] = np.arange(len(rows) - 1, -1, -1, dtype=np.int32)  # first entry per column
+        return perm, lo.astype(np.int32), hi.astype(np.int32), entry
 
     def padded_work(self, axis: int) -> int:
         """Multiply-adds per token of the ELL layout along `axis` (1: columns, 0: rows)."""
@@ -203,6 +283,50 @@ class ModelConfig:
     pad_id: int
     causal: bool
     numerical_output: bool
+    # The backend (`jax.default_backend()`: "cpu", "gpu", "tpu") the weights' forms were chosen
+    # for; `None` when no form was chosen (older files, hand-built configs).
+    backend: str | None = None
+
+    def linears(self) -> dict[tuple[str, str], SparseLinear]:
+        """Every weight's spec under its parameter key `(module, name)`, in model order."""
+        found = {("embed", "token"): self.token_embed, ("embed", "position"): self.pos_embed}
+        for index, layer in enumerate(self.layers):
+            module = f"layer_{index}"
+            if isinstance(layer, AttentionSpec):
+                for h, head in enumerate(layer.heads):
+                    for part in "qkvo":
+                        found[(module, f"head_{h}_{part}")] = getattr(head, f"w_{part}")
+            else:
+                found[(module, "w_in")], found[(module, "w_out")] = layer.w_in, layer.w_out
+        found[("unembed", "w_u")] = self.unembed
+        return found
+
+    def with_linears(self, specs: dict[tuple[str, str], SparseLinear], backend: str | None) -> ModelConfig:
+        """This config with the weights of `specs` (keyed as `linears`) replaced."""
+        def pick(module: str, name: str, current: SparseLinear) -> SparseLinear:
+            return specs.get((module, name), current)
+
+        layers: list[LayerSpec] = []
+        for index, layer in enumerate(self.layers):
+            module = f"layer_{index}"
+            if isinstance(layer, AttentionSpec):
+                heads = tuple(
+                    HeadSpec(*(pick(module, f"head_{h}_{part}", getattr(head, f"w_{part}")) for part in "qkvo"))
+                    for h, head in enumerate(layer.heads)
+                )
+                layers.append(dataclasses.replace(layer, heads=heads))
+            else:
+                layers.append(
+                    dataclasses.replace(layer, w_in=pick(module, "w_in", layer.w_in), w_out=pick(module, "w_out", layer.w_out))
+                )
+        return dataclasses.replace(
+            self,
+            layers=tuple(layers),
+            token_embed=pick("embed", "token", self.token_embed),
+            pos_embed=pick("embed", "position", self.pos_embed),
+            unembed=pick("unembed", "w_u", self.unembed),
+            backend=backend,
+        )
 
     @property
     def residual_width(self) -> int:

@@ -45,7 +45,19 @@ class InputEncoder:
 
     def encode(self, tokens: Sequence[Hashable]) -> list[int]:
         """Ids of one sequence that starts with BOS; raises `InvalidInputError` on bad input."""
-        tokens = list(tokens)
+        if isinstance(tokens, (str, bytes)):
+            raise InvalidInputError(
+                f"the input must be a list of tokens starting with BOS, got the string {tokens!r}; "
+                f"split it first, e.g. {tokens!r}.split() gives {str(tokens).split()!r}"
+                if isinstance(tokens, str)
+                else f"the input must be a list of tokens starting with BOS, got bytes {tokens!r}"
+            )
+        try:
+            tokens = list(tokens)
+        except TypeError:
+            raise InvalidInputError(
+                f"the input must be a list of tokens starting with BOS, got {type(tokens).__name__} {tokens!r}"
+            ) from None
         if not tokens or tokens[0] != self.bos:
             shown = tokens[0] if tokens else "nothing"
             raise InvalidInputError(
@@ -78,8 +90,25 @@ class InputEncoder:
         return ids
 
     def encode_batch(self, batch: Sequence[Sequence[Hashable]]) -> np.ndarray:
-        """Encode sequences of different lengths into one `[batch, T]` array padded with PAD."""
+        """Encode sequences of different lengths into one `[batch, T]` array padded with PAD.
+
+        Raises `InvalidInputError` for a string (one sequence, not a batch) or an empty batch
+        (no width to pad to; `CompiledModel.apply_batch([])` answers `[]` without encoding).
+        """
+        if isinstance(batch, (str, bytes)):
+            raise InvalidInputError(
+                f"a batch must be a list of token lists, got the string {batch!r}; pass e.g. "
+                f"[{str(batch).split()!r}]"
+            )
+        batch = list(batch)
+        if batch and not isinstance(batch[0], (list, tuple, np.ndarray)) and batch[0] == self.bos:
+            raise InvalidInputError(
+                f"a batch must be a list of token lists, got one sequence starting with BOS "
+                f"{self.bos!r}; wrap it: [{batch!r}]"
+            )
         encoded = [self.encode(tokens) for tokens in batch]
+        if not encoded:
+            raise InvalidInputError("the batch is empty: there is no sequence to encode; pass at least one")
         width = max(len(ids) for ids in encoded)
         out = np.full((len(encoded), width), self.pad_id, dtype=np.int32)
         for row, ids in enumerate(encoded):

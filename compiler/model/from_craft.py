@@ -14,8 +14,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+import jax
 import numpy as np
 
+from compiler.model.forms import choose_forms
 from compiler.model.transformer import ModelConfig, ModelOutput, build
 from compiler.passes.assemble import assemble
 from compiler.passes.layout import CraftModel, Embeddings
@@ -64,13 +66,15 @@ def _table(residual: VectorSpaceWithBasis, rows: Sequence[VectorInBasis | None],
     return table
 
 
-def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True) -> HaikuModel:
+def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True, backend: str | None = None) -> HaikuModel:
     """Assemble `craft`'s blocks and tables into weights and build the Haiku model.
 
     Args:
       craft: the blocks per sub-layer, residual space, embeddings and output space.
       sparse_qk: factor each `W_QK` per component (`compiler.passes.qk_factor`); False gives
         `I, W_QKᵀ`.
+      backend: the backend whose costs choose each weight's form (`compiler.model.forms`);
+        default `jax.default_backend()`.
 
     Returns:
       The config, the Haiku params and `forward(params, ids, projection=None)`.
@@ -85,5 +89,6 @@ def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True) -> HaikuModel
         numerical_output=craft.numerical_output,
         sparse_qk=sparse_qk,
     )
+    config = choose_forms(config, weights, backend or jax.default_backend())
     params, forward, _ = build(config, weights)
     return HaikuModel(config=config, params=params, forward=forward)

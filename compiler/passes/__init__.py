@@ -1,14 +1,17 @@
 """The compiler's passes, numpy and networkx only, in pipeline order.
 
-1. ``primitives``, ``discretise``: rewrite the RASP program (``length``; categorical copies of
-   numerical s-ops read as one-hots).
+1. ``primitives``, ``joint_selectors``, ``discretise``, ``sums``: rewrite the RASP program
+   (``length``; ``or`` over different s-ops as one joint lookup; categorical copies of numerical
+   s-ops read as one-hots; ``SumAggregate`` as a mean times a count).
 2. ``graph``: trace it into a networkx graph (``relabel`` makes labels unique); ``NodeKind``
    and the graph queries every pass shares.
-3. ``values``: infer every s-op's value set (``positional`` keeps them per position).
+3. ``values``: infer every s-op's value set (``positional`` keeps them per position);
+   ``readout`` reads a numerical output that can be None through a categorical copy.
 4. ``fuse``: fuse chains of elementwise operations.
 5. ``validate``: refuse what cannot be compiled exactly, with the reason (``selectors``
    normalises selectors; ``numerical_maps`` measures numerical Maps, reused by lowering).
-6. ``optimize``: fold, fuse and prune; ``lower``: Craft blocks per s-op.
+6. ``optimize``: fold, fuse and prune; ``size_estimate``: refuse a compile whose weights would
+   not fit (``max_weight_bytes``) before anything is built; ``lower``: Craft blocks per s-op.
 7. ``allocate``: place blocks on sub-layers (longest path or an exact MILP).
 8. ``layout``: lay out the residual stream and build the embeddings: a ``CraftModel``.
 9. ``assemble``: turn a ``CraftModel``'s blocks into weight records (``qk_factor`` factors large

@@ -73,6 +73,8 @@ def rebuild(expr: rasp.RASPExpr, child: Callable[[rasp.RASPExpr], rasp.RASPExpr]
         new = rasp.Map(expr.f, child(expr.inner), simplify=False)
     elif isinstance(expr, rasp.Aggregate):
         new = rasp.Aggregate(child(expr.selector), child(expr.sop), default=expr.default)
+    elif isinstance(expr, rasp.SumAggregate):
+        new = rasp.SumAggregate(child(expr.selector), child(expr.sop), default=expr.default)
     elif isinstance(expr, rasp.SelectorWidth):
         new = rasp.SelectorWidth(child(expr.selector))
     elif isinstance(expr, rasp.Select):

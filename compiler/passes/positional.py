@@ -32,7 +32,7 @@ import numpy as np
 
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import graph as g
-from compiler.passes import nodes, selectors
+from compiler.passes import nodes, selectors, sums
 from craft.bases import INDICES_NAME
 from rasp import rasp
 
@@ -66,6 +66,8 @@ def infer_positional(
         if inner is None:
             return None
         return _map(expr, inner, graph.nodes[expr.inner.label][nodes.NULLABLE], call)
+    if kind is g.NodeKind.SEQUENCE_MAP and sums.is_sum(expr):
+        return None  # the plain inference enumerates sums, not products of means
     if kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         fst, snd = _positions(graph, expr.fst.label), _positions(graph, expr.snd.label)
         if fst is None or snd is None:

@@ -6,7 +6,8 @@ every unselected key a lower one. Summing 0/1 predicate matrices gives that for 
 normalised here into such a conjunction: `not` is pushed into the leaf predicates, `or` (and
 `not and`) is allowed when its operands read the same keys and queries (one combined predicate),
 and leaves over the same keys and queries are merged. Anything else has no sound single-head
-construction and is refused with the product-s-op rewrite as advice.
+construction over the s-ops it reads; `compiler.passes.joint_selectors` rewrites such selectors
+into one leaf over packed s-ops before tracing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import networkx as nx
 
-from compiler.errors import UnsupportedProgramError
+from compiler.errors import CompilerError, UnsupportedProgramError, ValueInferenceError
 from compiler.passes import nodes
 from craft.bases import INDICES_NAME
 from rasp import rasp
@@ -50,6 +51,41 @@ class ConstantPattern:
         return False
 
 
+@dataclass(frozen=True)
+class CheckedPredicate:
+    """A user predicate that reports its own failures: any exception it raises on a
+    `(key, query)` pair becomes a `ValueInferenceError` naming the selector and the pair.
+
+    The compiler calls predicates on every value pair the keys and queries can take (value
+    inference, validation, lowering); a predicate written for the values the user had in mind
+    can fail on others, and a bare `TypeError` from deep in lowering named neither.
+    """
+
+    label: str
+    predicate: Predicate
+
+    def __call__(self, key: Any, query: Any) -> bool:
+        try:
+            return bool(self.predicate(key, query))
+        except CompilerError:
+            raise
+        except Exception as error:  # noqa: BLE001 - reported with context
+            raise ValueInferenceError(
+                f"{self.label}: its predicate {self.predicate!r} raised {type(error).__name__}: "
+                f"{error} on key={key!r}, query={query!r}, values the keys and queries can "
+                "take; make the predicate handle every such value (or narrow the s-ops' values)"
+            ) from error
+
+    def __repr__(self) -> str:
+        return repr(self.predicate)
+
+
+def _checked(label: str, predicate: Predicate) -> Predicate:
+    """User callables get a `CheckedPredicate`; the standard `Comparison` members stay as they
+    are, because the chamber recognises them for vectorised tables."""
+    return predicate if isinstance(predicate, rasp.Comparison) else CheckedPredicate(label, predicate)
+
+
 def _rewrite_advice(label: str) -> str:
     return (
         f"{label}: this selector combination has no exact single-head construction (an `or`, or "
@@ -67,7 +103,7 @@ def conjunction(selector: rasp.Selector) -> tuple[Leaf, ...]:
 
 def _normalise(selector: rasp.Selector, negate: bool) -> list[Leaf]:
     if isinstance(selector, rasp.Select):
-        predicate: Predicate = selector.predicate
+        predicate: Predicate = _checked(selector.label, selector.predicate)
         if negate:
             predicate = PredicateNot(predicate)
         return [Leaf(selector.keys.label, selector.queries.label, predicate, negate)]
@@ -113,6 +149,22 @@ def _merge(leaves: list[Leaf]) -> tuple[Leaf, ...]:
                      any(leaf.negated for leaf in group))
             )
     return tuple(merged)
+
+
+def selects_none(predicate: Predicate) -> bool:
+    """Whether a leaf with this predicate selects a pair whose key or query is None.
+
+    A `Select` never selects such a pair; `not` flips that (`~select` selects it), `and` / `or`
+    combine it. Any other predicate (a comparison, a user function, a folded predicate) is one
+    `Select`'s: it does not.
+    """
+    if isinstance(predicate, PredicateNot):
+        return not selects_none(predicate.inner)
+    if isinstance(predicate, PredicateAnd):
+        return selects_none(predicate.fst) and selects_none(predicate.snd)
+    if isinstance(predicate, PredicateOr):
+        return selects_none(predicate.fst) or selects_none(predicate.snd)
+    return False
 
 
 def _safe_call(label: str, predicate: Predicate, key: Any, query: Any) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import networkx as nx
@@ -23,7 +23,7 @@ import numpy as np
 
 from compiler.errors import UnsupportedProgramError, ValueInferenceError
 from compiler.passes import graph as g
-from compiler.passes import nodes, selectors
+from compiler.passes import nodes, selectors, sums
 from compiler.passes.positional import infer_positional
 from rasp import rasp
 
@@ -81,6 +81,8 @@ def _infer_node(
     if kind is g.NodeKind.MAP:
         inner = graph.nodes[expr.inner.label]
         return _apply_unary(expr, expr.f, inner[nodes.VALUE_SET], inner[nodes.NULLABLE], numerical)
+    if kind is g.NodeKind.SEQUENCE_MAP and sums.is_sum(expr):
+        return _sum_values(graph, expr, max_seq_len)
     if kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         fst = graph.nodes[expr.fst.label]
         snd = graph.nodes[expr.snd.label]
@@ -107,6 +109,19 @@ def _infer_node(
     if kind is g.NodeKind.SELECTOR_WIDTH:
         return set(range(max_seq_len + 1)), False
     raise ValueInferenceError(f"{expr.label}: cannot infer values of a {kind} node")
+
+
+def _sum_values(graph: nx.DiGraph, expr: rasp.SequenceMap, max_seq_len: int) -> tuple[set, bool]:
+    """Values of an expanded SumAggregate (`compiler.passes.sums`): the sums of bags of the summed
+    s-op's values, and the default where the selector may select nothing."""
+    mean = graph.nodes[expr.fst.label]
+    aggregate = mean[nodes.EXPR]
+    sop = graph.nodes[aggregate.sop.label]
+    found = bag_sums(aggregate, sop[nodes.VALUE_SET], max_seq_len)
+    may_be_empty = not _always_selects(graph, aggregate)
+    if may_be_empty and aggregate.default is not None:
+        found.add(aggregate.default)
+    return _checked(expr, found, rasp.is_numerical(expr)), mean[nodes.NULLABLE]
 
 
 def _always_selects(graph: nx.DiGraph, expr: rasp.Aggregate) -> bool:
@@ -254,12 +269,12 @@ def _linear_combinations(
     return _checked(expr, set(values.tolist()), numerical), fst[nodes.NULLABLE] or snd[nodes.NULLABLE]
 
 
-def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
-    """Every mean of a non-empty bag of at most `max_seq_len` elements drawn from `values`.
+def _bag_sums(expr: rasp.SOp, values: frozenset, max_seq_len: int, what: str = "means") -> Iterator[tuple[int, np.ndarray]]:
+    """`(n, sums)` for n = 1 .. `max_seq_len`: every sum of a bag of n elements of `values`.
 
-    Computed through sumsets (the achievable sums of n elements), which stay small for the
-    integer-like values programs use, instead of enumerating bags. Means are `sum / n` in float64,
-    the same numbers the evaluator's `sum(values) / len(values)` produces for such values.
+    Sumsets (the achievable sums of n elements), which stay small for the integer-like values
+    programs use, instead of enumerating bags; each step refuses before building a table that is
+    too large.
     """
     try:
         base = np.array(sorted({float(v) for v in values}), dtype=np.float64)
@@ -269,23 +284,22 @@ def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
             f"takes {sorted(map(repr, values))}; aggregate a numerical s-op"
         ) from error
     if base.size == 0:
-        return set()
+        return
     too_many = ValueInferenceError(
-        f"{expr.label}: means of up to {max_seq_len} values of {expr.sop.label} take more "
-        f"than {MAX_VALUE_SET_SIZE} distinct values; give {expr.sop.label} fewer or "
+        f"{expr.label}: {what} of up to {max_seq_len} values of {expr.sop.label} take "
+        f"more than {MAX_VALUE_SET_SIZE} distinct values; give {expr.sop.label} fewer or "
         "integer-spaced values, or lower max_seq_len"
     )
-    means: set = set()
     sums = np.zeros(1)
     for n in range(1, max_seq_len + 1):
         # Refuse before building the |sums| x |base| table when the answer is already known:
-        # a sumset of reals has at least |sums| + |base| - 1 elements, and the means already
-        # found only grow. (Without this, dense float value sets took minutes to refuse.)
-        if sums.size + base.size - 1 > MAX_VALUE_SET_SIZE or len(means) > MAX_VALUE_SET_SIZE:
+        # a sumset of reals has at least |sums| + |base| - 1 elements. (Without this, dense
+        # float value sets took minutes to refuse.)
+        if sums.size + base.size - 1 > MAX_VALUE_SET_SIZE:
             raise too_many
         if sums.size * base.size > MAX_SUMSET_WORK:
             raise ValueInferenceError(
-                f"{expr.label}: enumerating the means of up to {max_seq_len} values of "
+                f"{expr.label}: enumerating the {what} of up to {max_seq_len} values of "
                 f"{expr.sop.label} ({base.size} distinct values) needs more than "
                 f"{MAX_SUMSET_WORK} sums; give {expr.sop.label} fewer or integer-spaced values, "
                 "or lower max_seq_len"
@@ -293,10 +307,43 @@ def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
         sums = np.unique((sums[:, None] + base[None, :]).ravel())
         if sums.size > MAX_VALUE_SET_SIZE:
             raise too_many
+        yield n, sums
+
+
+def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
+    """Every mean of a non-empty bag of at most `max_seq_len` elements drawn from `values`.
+
+    Means are `sum / n` in float64, the same numbers the evaluator's `sum(values) / len(values)`
+    produces for integer-like values.
+    """
+    means: set = set()
+    for n, sums in _bag_sums(expr, values, max_seq_len):
         means.update((sums / n).tolist())
+        if len(means) > MAX_VALUE_SET_SIZE:
+            break
     if len(means) > MAX_VALUE_SET_SIZE:
-        raise too_many
+        raise ValueInferenceError(
+            f"{expr.label}: means of up to {max_seq_len} values of {expr.sop.label} take more "
+            f"than {MAX_VALUE_SET_SIZE} distinct values; give {expr.sop.label} fewer or "
+            "integer-spaced values, or lower max_seq_len"
+        )
     return means
+
+
+def bag_sums(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
+    """Every sum of a non-empty bag of at most `max_seq_len` elements drawn from `values` (the
+    values a SumAggregate takes where it selects something). Integer inputs give integers."""
+    integers = all(isinstance(v, (bool, int, np.integer)) for v in values)
+    found: set = set()
+    for _, sums in _bag_sums(expr, values, max_seq_len, what="sums"):
+        found.update([int(x) for x in sums.tolist()] if integers else sums.tolist())
+        if len(found) > MAX_VALUE_SET_SIZE:
+            raise ValueInferenceError(
+                f"{expr.label}: sums of up to {max_seq_len} values of {expr.sop.label} take more "
+                f"than {MAX_VALUE_SET_SIZE} distinct values; give {expr.sop.label} fewer or "
+                "integer-spaced values, or lower max_seq_len"
+            )
+    return found
 
 
 def _call(expr: rasp.SOp, f: Callable, args: tuple) -> Any:

@@ -9,12 +9,12 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from compression.config import LossConfig, TrainConfig
 from compression.evaluation import Accuracy, ReferenceSet, accuracy
-from compression.frozen import FrozenModel
-from compression.losses import compression_loss
+from compression.learned.config import LossConfig, TrainConfig
+from compression.learned.frozen import FrozenModel
+from compression.learned.losses import compression_loss
+from compression.learned.train import ChunkCallback, Compressor, TrainResult
 from compression.task import CompressionTask
-from compression.train import ChunkCallback, Compressor, TrainResult
 
 
 @dataclasses.dataclass(frozen=True)

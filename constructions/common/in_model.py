@@ -1,4 +1,4 @@
-"""Run construction blocks inside the compiler's Haiku transformer (spec section 12).
+"""Run construction blocks inside the compiler's Haiku transformer (docs/superposition.md, 'Placing constructions in a model').
 
 A construction model is a list of sub-layers (even index: attention, odd: MLP; ``None`` for an
 empty one) over a residual space that contains the blocks' spaces, ``one`` (written at every

@@ -1,4 +1,4 @@
-"""Compile a fact table into a one-layer attention model, as Craft blocks (spec 12.3).
+"""Compile a fact table into a one-layer attention model, as Craft blocks (docs/facts-bilinear-circuits.md, 'Compiling a fact table into attention weights').
 
 Residual directions: ``tokens:t`` for every database token (one-hot input), ``tokens:BOS``, and
 one output logit direction ``fact_out:t`` per token.  For each predicate ``q`` with more than

@@ -1,4 +1,4 @@
-"""Two stacked targeted U-AND layers emulating a sparse boolean circuit (spec section 7).
+"""Two stacked targeted U-AND layers emulating a sparse boolean circuit (docs/superposition.md, 'Two stacked layers').
 
 Layer 1 ANDs pairs of input features and writes each gate along a fresh random unit vector of the
 residual stream (``W_out1 = R1 @ F1``), turning its one-sided hidden errors into zero-mean

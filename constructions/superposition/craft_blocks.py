@@ -1,4 +1,4 @@
-"""Wrap construction weights as ordinary Craft blocks (spec section 12).
+"""Wrap construction weights as ordinary Craft blocks (docs/superposition.md, 'Placing constructions in a model').
 
 The numpy builders produce matrices over *physical* coordinates; these helpers attach labelled
 spaces so the result composes with compiled RASP blocks:

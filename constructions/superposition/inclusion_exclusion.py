@@ -1,10 +1,10 @@
-"""All fan-ins from one bias -1 U-AND by inclusion-exclusion (spec section 3.2).
+"""All fan-ins from one bias -1 U-AND by inclusion-exclusion (docs/superposition.md, 'U-AND').
 
 The AND of a set ``I`` is read along ``sum_{I' subset I, |I'| >= 2} a_{I'} v_{I'}`` where
 ``v_{I'}`` is the normalised indicator of the neurons wired to every member of ``I'``. Idealised,
 ``v_{I'}`` reads ``max(0, |I' & J| - 1)`` on an input whose active part of ``I`` is ``J``; Möbius
 inversion of that identity gives ``a_{I'} = (-1)^{|I'|}`` (the source's sign is wrong for even
-``|I|``; spec section 13). Calibrated coefficients instead invert the *expected* finite-density
+``|I|``). Calibrated coefficients instead invert the *expected* finite-density
 reads, which also count neurons wired to active gate members outside ``I'``.
 """
 

@@ -1,4 +1,4 @@
-"""Error measurement for skip feature-bigram heads (spec section 8.3).
+"""Error measurement for skip feature-bigram heads (docs/superposition.md, 'Skip feature-bigram heads').
 
 Queries and keys are single active features (one-hot in feature space) unless stated; scores
 are compared with the number of bigrams present (0 or 1 here). Reports rms error per class and

@@ -1,4 +1,4 @@
-"""Error measurement for the U-AND family (spec sections 1, 2, 3.1, 4).
+"""Error measurement for the U-AND family (docs/superposition.md, 'U-AND').
 
 Each function evaluates the layer on a stated input set and returns errors split by how many of a
 gate's own inputs are on (``both`` / ``one`` / ``none`` for pairs, the count for larger fan-in).
@@ -63,7 +63,7 @@ def xor_readings(uand: UAnd, active: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """``(xor_hat, xor_true, and_error)`` for every pair gate: ``x_i + x_j - 2 AND_hat``.
 
     The raw inputs come from the residual (feature reads of the physical input), so no extra
-    neurons are needed; see spec section 2.
+    neurons are needed; see docs/superposition.md, 'U-AND'.
     """
     if uand.meta.fan_in != 2:
         raise ValueError("XOR read-off needs a pairwise (fan-in 2) U-AND")

@@ -1,7 +1,7 @@
-"""Accuracy metrics of spec section 0.2, shared by every measurement function.
+"""Accuracy metrics (docs/superposition.md, 'How errors are measured'), shared by every measurement function.
 
 Errors are signed ``y - t``; ``acc@0.5`` counts ``(y > 0.5) == (t == 1)``. Results are split by
-the status of each gate's own inputs (how many of them are on), because the spec's error laws are
+the status of each gate's own inputs (how many of them are on), because the constructions' error laws are
 stated per status.
 """
 

@@ -1,4 +1,4 @@
-"""Universal AND with a quadratic activation (spec section 6).
+"""Universal AND with a quadratic activation (docs/superposition.md, 'Quadratic universal AND').
 
 A width-``r^2`` layer with ``square`` activation whose first map has the columns ``e_i``
 (``r`` of them) and ``e_i + e_j``, ``e_i - e_j`` for ``i < j`` computes every quadratic form of

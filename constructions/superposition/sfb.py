@@ -1,4 +1,4 @@
-"""QK circuits that check skip feature-bigrams (spec section 8).
+"""QK circuits that check skip feature-bigrams (docs/superposition.md, 'Skip feature-bigram heads').
 
 A bigram ``(q, k)`` is present for query position ``s`` and key position ``t`` when feature
 ``q`` is on at ``s`` and ``k`` at ``t``. All builders return a head whose score
@@ -110,7 +110,7 @@ def build_sfb_random_projection(features: FeatureSpace, bigrams: np.ndarray, d_q
                                 name: str = "sfb") -> SFBHead:
     """``W_Q = M G``, ``W_K = G`` with ``G`` of shape ``(d_res, d_qk)``, entries ``N(0, 1/d_qk)``.
 
-    Predicted rms interference on absent pairs: ``1.1 sqrt(|B| / (d_res d_qk))`` (spec 8.3).
+    Predicted rms interference on absent pairs: ``1.1 sqrt(|B| / (d_res d_qk))``.
     """
     bigrams = np.asarray(bigrams, dtype=np.int64)
     rng = as_generator(seed)

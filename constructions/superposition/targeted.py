@@ -1,4 +1,4 @@
-"""Targeted superposed AND on a chosen gate set (spec sections 5 and 3.3).
+"""Targeted superposed AND on a chosen gate set (docs/superposition.md, 'Targeted and mixed fan-in AND').
 
 Instead of reading every pair off random intersections, each gate ``g`` gets its own random set
 ``T_g`` of ``t`` neurons; every input feature is wired to the union of the sets of the gates it

@@ -1,4 +1,4 @@
-"""Universal AND (U-AND) MLP layers: spec sections 1, 3.1 and 4.
+"""Universal AND (U-AND) MLP layers (docs/superposition.md, 'U-AND').
 
 One ReLU layer whose neurons are wired to input features at random with density ``p`` and share
 the bias ``-(k-1)``. A neuron wired to every input of a fan-in-``k`` gate fires (value >= 1) when
@@ -174,7 +174,7 @@ def _worst_one_on_ell2(wiring: np.ndarray, gates: np.ndarray, sizes: np.ndarray)
 def build_uand(inputs: int | FeatureSpace, n_neurons: int, density: float, seed: Seed, *,
                fan_in: int = 2, gates: np.ndarray | None = None, active: int | None = None,
                name: str = "uand") -> UAnd:
-    """Build a U-AND layer (spec sections 1, 3.1, 4).
+    """Build a U-AND layer (docs/superposition.md, 'U-AND').
 
     Args:
       inputs: number of basis-aligned boolean inputs ``d0`` or a :class:`FeatureSpace` holding

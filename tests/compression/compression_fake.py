@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compression.frozen import FrozenModel
-from compression.sampling import InputSpace
+from compression.learned.frozen import FrozenModel
+from compression.learned.sampling import InputSpace
 
 VOCAB = ("a", "b", "c", "x")
 MAX_SEQ_LEN = 5

@@ -6,16 +6,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from compression.analytic import (
+from compression.analytic.codes import code_overlap, exclusive_code, smallest_code
+from compression.analytic.packing import (
     interference_bound, min_width, packed_projection, packed_width, random_projection,
 )
-from compression.codes import code_overlap, exclusive_code, smallest_code
-from compression.config import TrainConfig
+from compression.analytic.structure import UNEMBED, residual_structure
 from compression.exactness import analytic_projection, exactness_check, never_on
 from compression.experiments.sweep import program_task
-from compression.projection import gram
-from compression.structure import UNEMBED, residual_structure
-from compression.train import Compressor
+from compression.learned.config import TrainConfig
+from compression.learned.projection import gram
+from compression.learned.train import Compressor
 
 # Small sizes: every input is enumerated. Together they exercise every tolerant reader: value
 # copies, lookups of margin weight 2 (Map) and 4 (SequenceMap), and the unembedding.

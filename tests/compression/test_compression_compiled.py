@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 import rasp
-from compression.config import OptimizerConfig, TrainConfig
 from compression.evaluation import accuracy, nearest_value_tolerance
 from compression.experiments import frac_prevs as frac_prevs_experiment
 from compression.experiments import sort_unique as sort_unique_experiment
-from compression.projection import init_projection
-from compression.sampling import enumerate_inputs, sample_inputs
+from compression.learned.config import LossConfig, OptimizerConfig, TrainConfig
+from compression.learned.losses import compression_loss
+from compression.learned.projection import init_projection
+from compression.learned.sampling import enumerate_inputs, sample_inputs
+from compression.learned.train import Compressor
 from compression.task import frac_prevs_task, make_task, sort_unique_task
-from compression.train import Compressor
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +70,29 @@ def test_square_orthogonal_projection_is_exact_up_to_rounding(sort_unique):
     assert accuracy(model, w, refs).position == 1.0
 
 
-# 4000 steps at batch 128, starting the paper's schedule at the experiments' lr 1e-2: at d = 8 every
-# frac_prevs output lands within half the value gap of RASP's at >= 98% of positions (99.9% measured).
+def test_the_exactness_objective_is_zero_where_every_value_is_read_right(sort_unique):
+    # an orthogonal W reads every value right (up to rounding); the paper's objective is 0 there too,
+    # but only the exactness objective stays 0 for an exact W that is not orthogonal (benchmarks/gd_objective.py)
+    model = sort_unique.model
+    ids = jnp.asarray(sample_inputs(jax.random.key(2), sort_unique.space, 64))
+    w = init_projection(jax.random.key(3), model.residual_dim, model.residual_dim, "orthogonal")
+    total, parts = compression_loss(w, model, ids, LossConfig.exact())
+    assert float(total) == pytest.approx(0.0, abs=1e-4), parts
+    narrow = init_projection(jax.random.key(3), model.residual_dim, model.residual_dim // 2, "orthogonal")
+    assert float(compression_loss(narrow, model, ids, LossConfig.exact())[0]) > 1e-2
+
+
+# 4000 steps at batch 128 with the exactness objective and a linear decay from lr 1e-2 over all the
+# steps: at d = 8 every frac_prevs output lands within half the value gap of RASP's at >= 98% of
+# positions (100% measured for seeds 0-7). The paper's objective and schedule (its lr reaches 1e-6
+# halfway, so half the steps do nothing) gave 85-100% depending on the seed and the float rounding
+# of the forward pass.
 QUICK_D, QUICK_ACCURACY = 8, 0.98
 
 
 def test_quick_run_reaches_the_stated_accuracy_on_frac_prevs(frac_prevs):
-    config = TrainConfig(d=QUICK_D, steps=4000, batch_size=128, chunk_size=1000, seed=0,
-                         optimizer=OptimizerConfig(lr_init=1e-2))
+    config = TrainConfig(d=QUICK_D, steps=4000, batch_size=128, chunk_size=1000, seed=0, loss=LossConfig.exact(),
+                         optimizer=OptimizerConfig(lr_init=1e-2, decay_fraction=1.0))
     result = Compressor(frac_prevs.model, frac_prevs.space, config).train(progress=False)
     refs = frac_prevs.reference_set(enumerate_inputs(frac_prevs.space))
     got = accuracy(frac_prevs.model, result.projection, refs, nearest_value_tolerance(refs))

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import compression_fake as fake
-from compression.config import OptimizerConfig, SamplingConfig
-from compression.optim import learning_rate_schedule
-from compression.projection import gram, init_projection
-from compression.sampling import (
+from compression.learned.config import OptimizerConfig, SamplingConfig
+from compression.learned.optim import learning_rate_schedule
+from compression.learned.projection import gram, init_projection
+from compression.learned.sampling import (
     InputSpace, draw_batch, enumerate_inputs, input_lengths, sample_inputs, training_pool, use_enumeration,
 )
 

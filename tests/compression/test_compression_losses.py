@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import compression_fake as fake
-from compression.config import LossConfig
-from compression.losses import compression_loss, layer_loss, layer_vectors, output_loss, position_mask
+from compression.learned.config import LossConfig
+from compression.learned.losses import (
+    attention_loss, compression_loss, layer_loss, layer_vectors, output_loss, position_mask,
+)
 
 IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD
 MASK = jnp.asarray([[0.0, 1.0, 1.0, 0.0]])
@@ -87,3 +89,24 @@ def test_loss_weights_scale_the_terms():
     _, parts = compression_loss(w, model, ids, LossConfig())
     total, _ = compression_loss(w, model, ids, LossConfig(out_weight=2.0, layer_weight=0.5))
     assert float(total) == pytest.approx(2.0 * float(parts["out"]) + 0.5 * float(parts["layer"]), rel=1e-6)
+
+
+def test_margin_loss_is_zero_once_the_right_logit_wins_by_the_margin():
+    target = jnp.asarray([[[0.0, 2.0], [2.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])  # gaps 2 (BOS ignored), 2, 2
+    # position 1: gap 1.5 >= 0.5 * 2 -> 0; position 2: gap -1 -> (1 - (-1)) / 2 = 1; BOS: never scored
+    pred = jnp.asarray([[[9.0, 0.0], [1.5, 0.0], [0.0, -1.0], [7.0, 0.0]]])
+    assert float(output_loss(pred, target, MASK, "categorical", "margin", 0.5)) == pytest.approx(0.5)
+    assert float(output_loss(target, target, MASK, "categorical", "margin", 1.0)) == 0.0
+    ties = jnp.zeros((1, 4, 2))  # the compiled model has no winner: nothing to keep
+    assert float(output_loss(pred, ties, MASK, "categorical", "margin")) == 0.0
+
+
+def test_attention_loss_is_the_kl_of_the_compiled_pattern_from_the_compressed_one():
+    compiled = jnp.asarray([[[[1.0, 0.0], [0.5, 0.5]]]])  # [B=1, H=1, T=2, T=2]
+    same = attention_loss([compiled], [compiled], jnp.ones((1, 2)))
+    assert float(same) == pytest.approx(0.0, abs=1e-7)
+    moved = jnp.asarray([[[[0.5, 0.5], [0.5, 0.5]]]])
+    # query 0: KL((1, 0) || (1/2, 1/2)) = ln 2; query 1: 0
+    assert float(attention_loss([moved], [compiled], jnp.ones((1, 2)))) == pytest.approx(math.log(2.0) / 2)
+    assert float(attention_loss([moved], [compiled], jnp.asarray([[0.0, 1.0]]))) == pytest.approx(0.0, abs=1e-7)
+

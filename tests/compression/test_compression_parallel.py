@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 import compression_fake as fake
-from compression.config import OptimizerConfig, TrainConfig
-from compression.train import Compressor
+from compression.learned.config import OptimizerConfig, TrainConfig
+from compression.learned.train import Compressor
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -20,8 +20,8 @@ SCRIPT = """
 import json, sys
 import jax, numpy as np
 import compression_fake as fake
-from compression.config import OptimizerConfig, TrainConfig
-from compression.train import Compressor, _run_chunk
+from compression.learned.config import OptimizerConfig, TrainConfig
+from compression.learned.train import Compressor, _run_chunk
 config = TrainConfig(d=10, steps=60, batch_size=32, chunk_size=20, seed=3, optimizer=OptimizerConfig(lr_init=1e-3))
 c = Compressor(fake.frozen_model(), fake.input_space(), config)
 state = c.init_state()

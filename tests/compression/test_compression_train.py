@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import compression_fake as fake
-from compression import checkpoint
-from compression.config import OptimizerConfig, TrainConfig
-from compression.losses import compression_loss
-from compression.train import Compressor, column_scale
+from compression.learned import checkpoint
+from compression.learned.config import OptimizerConfig, TrainConfig
+from compression.learned.losses import compression_loss
+from compression.learned.train import Compressor, column_scale
 
 CONFIG = TrainConfig(d=10, steps=120, batch_size=32, chunk_size=20, seed=7, optimizer=OptimizerConfig(lr_init=1e-2))
 
@@ -80,7 +80,7 @@ def test_callback_can_stop_training_early():
 
 
 def test_batch_must_split_across_devices():
-    from compression.sharding import data_parallel
+    from compression.learned.sharding import data_parallel
 
     parallel = data_parallel()
     parallel.check_batch(parallel.num_devices * 3)

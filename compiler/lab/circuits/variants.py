@@ -105,7 +105,8 @@ def _bucket(value: Hashable) -> int:
 
 
 def _task(model: CompiledModel, program: rasp.SOp, unique_tokens: bool):
-    from compression.task import CompressionTask, frozen_from_compiled, input_space_of
+    from compression import CompressionTask, frozen_from_compiled
+    from compression.task import input_space_of
 
     return CompressionTask(str(program.label), program, model, frozen_from_compiled(model),
                            input_space_of(model, unique_tokens=unique_tokens), model.config.causal)
@@ -113,17 +114,16 @@ def _task(model: CompiledModel, program: rasp.SOp, unique_tokens: bool):
 
 def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: bool = False) -> tuple[np.ndarray, str]:
     """The packed (else random) analytic projection at its smallest width exact against RASP."""
+    from compression.analytic import make_projection, residual_structure
     from compression.exactness import exactness_check
-    from compression.structure import residual_structure
     from compression.width_search import analytic_exact_width
-    from compression.analytic import projection
 
     check = exactness_check(_task(model, program, unique_tokens))
     structure = residual_structure(model)
     for method in ("packed", "random"):
         d = analytic_exact_width(check, structure, method)
         if d is not None:
-            return projection(structure, method, d), f"{method} projection at its smallest exact width d={d} of D={model.config.residual_width}"
+            return make_projection(structure, method, d), f"{method} projection at its smallest exact width d={d} of D={model.config.residual_width}"
     raise ValueError(f"no analytic projection of {program.label!r} is exact below D={model.config.residual_width}")
 
 
@@ -133,7 +133,7 @@ def gd_projection(model: CompiledModel, program: rasp.SOp, start: np.ndarray, st
     started from `start` rotated randomly and perturbed (noise of NOISE times its mean column
     norm), stopped at the first exact check or after `steps`; returns it, a note and its
     sequence accuracy against RASP."""
-    from compression.config import GDRecipe
+    from compression.learned.config import GDRecipe
     from compression.exactness import exactness_check
     from compression.width_search import gd_run
 

@@ -6,6 +6,12 @@ so often a layer) and its residual directions. (`compiler.passes.fuse.fuse_eleme
 the other direction, a Map *of* a SequenceMap.) When the fused inputs coincide (`f(g(x), x)`) the
 lowering builds a one-input MLP of `X`.
 
+Size guard: the fused table has one hidden unit per pair of (unmapped) input values, the
+unfused model one per value of the Map's input plus one per pair of the table's inputs. A fusion
+that would make the hidden units more (`tokens == "c"` over a large vocabulary fused into an
+`and` of two booleans, as in `detect_pattern`) is not done: the model stays no larger than the
+literal one-block-per-s-op layout.
+
 `None` keeps its compiled meaning: a value of `X` with `g(x) is None` has no direction in the
 unfused model, where the lookup MLP then writes nothing (None); the fused function returns None
 there too.
@@ -53,6 +59,26 @@ def _fusable_input(graph: nx.DiGraph, reader: str, label: str) -> bool:
     return not rasp.is_numerical(graph.nodes[inner][nodes.EXPR])
 
 
+def _size(graph: nx.DiGraph, label: str) -> int:
+    return max(1, len(graph.nodes[label].get(nodes.VALUE_SET, ())))
+
+
+def _smaller_fused(graph: nx.DiGraph, inputs: tuple[str, ...], maps: list[str | None]) -> bool:
+    """Whether the fused table needs at most the hidden units of the Maps' MLPs and the table."""
+    unfused = 1
+    fused = 1
+    maps_cost = 0
+    for source, map_label in zip(inputs, maps):
+        unfused *= _size(graph, source)
+        if map_label is None:
+            fused *= _size(graph, source)
+        else:
+            _, (inner,) = g.operation(graph, map_label)
+            fused *= _size(graph, inner)
+            maps_cost += _size(graph, inner)
+    return fused <= unfused + maps_cost
+
+
 def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
     """A copy of `graph` with every categorical Map read only by one SequenceMap fused into it."""
     graph = graph.copy()
@@ -64,7 +90,7 @@ def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
         if any(rasp.is_numerical(graph.nodes[i][nodes.EXPR]) for i in inputs):
             continue
         maps = [i if _fusable_input(graph, label, i) else None for i in inputs]
-        if not any(maps):
+        if not any(maps) or not _smaller_fused(graph, inputs, maps):
             continue
         new_inputs, functions = [], []
         for source, map_label in zip(inputs, maps):

@@ -71,7 +71,7 @@ def _parameters(expr: rasp.RASPExpr) -> Hashable | None:
         return (_value_key(expr.fst_fac), _value_key(expr.snd_fac))
     if isinstance(expr, (rasp.SequenceMap, rasp.Map)):
         return function_key(expr.f)
-    if isinstance(expr, rasp.Aggregate):
+    if isinstance(expr, (rasp.Aggregate, rasp.SumAggregate)):
         return _value_key(expr.default)
     if isinstance(expr, rasp.Select):
         return function_key(expr.predicate)

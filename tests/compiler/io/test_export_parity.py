@@ -165,7 +165,7 @@ def test_causal_flag_and_attention_only_models() -> None:
     model = compile_rasp(lib.shift_by(1, rasp.tokens), {"a", "b"}, 4, causal=True)
     exported = export_weights(model)
     assert exported.config["attention_dir"] == "causal"
-    assert exported.config["attn_only"] is True and exported.config["d_mlp"] is None
+    assert exported.config["attn_only"] is True and exported.config["d_mlp"] == 0
     assert not any(".mlp." in name for name in exported.state_dict)
     for ids in _batches(model, 1).values():
         np.testing.assert_allclose(

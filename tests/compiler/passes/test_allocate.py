@@ -14,13 +14,14 @@ from compiler.passes.allocate import longest_path, milp_schedule, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.lower import LoweringOptions, lower
+from compiler.passes.sums import expand_sums
 from compiler.passes.values import infer_values
 from craft.bases import bos_direction
 from rasp import rasp
 
 
 def _graph(program: rasp.SOp):
-    graph = g.trace(discretise_numerical_inputs(program))
+    graph = g.trace(expand_sums(discretise_numerical_inputs(program), 5))
     graph = fuse_elementwise(graph)
     return graph
 

@@ -1,5 +1,5 @@
 """Construction blocks as Craft blocks: numpy Craft evaluation vs the builders, and the Haiku
-model assembled by the compiler vs the Craft evaluation (spec section 12)."""
+model assembled by the compiler vs the Craft evaluation."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Spec 12.3: a fact table compiled into a one-layer attention model (Craft and Haiku)."""
+"""A fact table compiled into a one-layer attention model (Craft and Haiku)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Acceptance tests for the quadratic universal AND (spec 6) and two stacked layers (spec 7)."""
+"""Acceptance tests for the quadratic universal AND and two stacked layers."""
 
 import numpy as np
 import pytest

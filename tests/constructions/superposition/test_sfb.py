@@ -1,4 +1,4 @@
-"""Acceptance and property tests for skip feature-bigram heads (spec section 8)."""
+"""Acceptance and property tests for skip feature-bigram heads."""
 
 import numpy as np
 import pytest

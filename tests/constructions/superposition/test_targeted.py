@@ -1,4 +1,4 @@
-"""Acceptance tests for targeted superposed AND (spec section 5) and mixed fan-in (section 3.3)."""
+"""Acceptance tests for targeted superposed AND and mixed fan-in."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Acceptance tests for the U-AND family, spec sections 1-4 (thresholds from the spec)."""
+"""Acceptance tests for the U-AND family (thresholds as docs/superposition.md states them)."""
 
 import numpy as np
 import pytest

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compression.config import InitMethod
+from compression.learned.config import InitMethod
 
 
 def init_projection(
@@ -36,11 +36,11 @@ def init_projection(
     return (scale * w).astype(jnp.float32)
 
 
-def gram(w: jax.Array | np.ndarray) -> np.ndarray:
+def gram(projection: jax.Array | np.ndarray) -> np.ndarray:
     """The D x D matrix ``W @ W.T`` — the paper's ``WᵀW`` in its column-vector notation.
 
     Entry (i, j) is the inner product of features i and j after compression: the diagonal says
     how much of each feature survives, off-diagonals how much two features interfere.
     """
-    w = np.asarray(w, dtype=np.float64)
+    w = np.asarray(projection, dtype=np.float64)
     return w @ w.T

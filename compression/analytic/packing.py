@@ -1,6 +1,6 @@
 """Analytic residual projections: compile a model into superposition without training.
 
-Two constructions of ``W`` (D x d) from a model's :class:`~compression.structure.ResidualStructure`,
+Two constructions of ``W`` (D x d) from a model's :class:`~compression.analytic.structure.ResidualStructure`,
 and the interference bound that says when the compressed model is exact (docs/compression.md,
 "Analytic projections"):
 
@@ -8,7 +8,7 @@ and the interference bound that says when the compressed model is exact (docs/co
   coordinate on a random unit direction in the remaining ``d - p`` dimensions.
 * :func:`packed_projection`: protected axes as above; coordinates nothing reads get the zero
   column; each categorical s-op gets its own block holding an exclusive-value code
-  (:mod:`compression.codes`) whose overlap its readers tolerate.
+  (:mod:`compression.analytic.codes`) whose overlap its readers tolerate.
 
 :func:`interference_bound` follows the forward pass sub-layer by sub-layer: with ``G = W Wᵀ`` the
 model reads ``x G`` instead of ``x``, and the bound tracks how far any categorical read can move
@@ -25,8 +25,8 @@ from typing import Literal
 
 import numpy as np
 
-from compression.codes import exclusive_code, smallest_code
-from compression.structure import UNEMBED, ResidualStructure
+from compression.analytic.codes import exclusive_code, smallest_code
+from compression.analytic.structure import UNEMBED, ResidualStructure
 from constructions.superposition.features import random_unit_features
 
 Method = Literal["random", "packed"]
@@ -81,8 +81,8 @@ class AnalyticReport:
     inputs_enumerated: bool = False
 
 
-def interference_bound(structure: ResidualStructure, w: np.ndarray) -> InterferenceBound:
-    """Bound the read deviations of the model compressed by ``w`` (see the module docstring).
+def interference_bound(structure: ResidualStructure, projection: np.ndarray) -> InterferenceBound:
+    """Bound the read deviations of the model compressed by ``projection`` (W) (see the module docstring).
 
     State carried through the sub-layers: ``rho`` bounds how far an on value has drifted from 1
     and ``nu`` how far an off value has drifted from 0 (both start at ``FLOAT_SLACK``). At a read
@@ -105,7 +105,7 @@ def interference_bound(structure: ResidualStructure, w: np.ndarray) -> Interfere
     value copy moves values by the read deviation. The unembedding's argmax is right when the
     largest drop of an on logit plus the largest rise of an off logit is below 1.
     """
-    w = np.asarray(w, np.float64)
+    w = np.asarray(projection, np.float64)
     gram = w @ w.T
     eye = np.eye(len(gram))
     protected = list(structure.protected)
@@ -280,7 +280,7 @@ def _code(n: int, limit: float, one_sided: bool, seed: int, k: int | None = None
     return code
 
 
-def projection(structure: ResidualStructure, method: Method, d: int, seed: int = 0) -> np.ndarray:
+def make_projection(structure: ResidualStructure, method: Method, d: int, seed: int = 0) -> np.ndarray:
     """The ``method`` projection at width ``d``."""
     if method == "random":
         return random_projection(structure, d, seed)

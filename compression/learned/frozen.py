@@ -17,7 +17,10 @@ OutputKind = Literal["categorical", "numerical"]
 
 
 class ForwardOutput(Protocol):
-    """What a frozen forward pass returns (only these two fields are read)."""
+    """What a frozen forward pass returns. ``output`` and ``residuals`` are always read; the
+    exactness objective (``LossConfig.exact()``) also reads ``attention`` (per attention
+    sub-layer, ``[B, H, T, T]`` patterns) and ``written`` (per sub-layer, what it computes in
+    residual coordinates before the projection writes it)."""
 
     output: jax.Array
     residuals: Sequence[jax.Array]

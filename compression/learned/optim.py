@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import optax
 
-from compression.config import OptimizerConfig
+from compression.learned.config import OptimizerConfig
 
 
 def learning_rate_schedule(config: OptimizerConfig, total_steps: int) -> optax.Schedule:

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compression.config import SamplingConfig
+from compression.learned.config import SamplingConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,8 @@ from typing import Iterable
 import numpy as np
 
 from compiler import CompiledModel
-from compiler.model.config import MODULE_NAME, AttentionSpec, SparseLinear
+from compiler.model import weights
+from compiler.model.config import AttentionSpec
 from craft.bases import ONE_NAME, bos_direction
 
 EMBEDDING = -1
@@ -98,16 +99,102 @@ class ResidualStructure:
         return np.asarray(self.amplification or (1.0,) * self.residual_dim, np.float64)
 
 
-def _full(spec: SparseLinear, param: np.ndarray, in_width: int, out_width: int) -> np.ndarray:
-    return spec.full_matrix(np.asarray(param), in_width, out_width)
-
-
 def _nonzero_rows(matrix: np.ndarray) -> set[int]:
     return set(np.nonzero(np.any(matrix != 0, axis=1))[0].tolist())
 
 
 def _nonzero_cols(matrix: np.ndarray) -> set[int]:
     return set(np.nonzero(np.any(matrix != 0, axis=0))[0].tolist())
+
+
+@dataclasses.dataclass
+class _Scan:
+    """What the walk over the sub-layers collects (mutable while :func:`residual_structure` runs)."""
+
+    labels: tuple[str, ...]
+    by_name: dict[str, list[int]]  # categorical s-op -> its coordinates
+    categorical: set[int]
+    protected: set[int]
+    written_at: list[int | None]
+    read_any: set[int] = dataclasses.field(default_factory=set)
+    read_by_layers: set[int] = dataclasses.field(default_factory=set)  # the unembedding not counted
+    candidate_reads: list[TolerantRead] = dataclasses.field(default_factory=list)
+    signatures: dict[int, dict[int, bytes]] = dataclasses.field(default_factory=dict)  # lookup layer -> coord -> units
+    writes: dict[int, set[int]] = dataclasses.field(default_factory=dict)
+
+    def mark_written(self, coords: set[int], index: int) -> None:
+        for i in coords:
+            if self.written_at[i] is None:
+                self.written_at[i] = index
+
+
+def _start_scan(compiled: CompiledModel) -> _Scan:
+    """Groups of categorical values, the initially protected coordinates and the embedding's writes."""
+    labels = tuple(compiled.config.residual_labels)
+    by_name: dict[str, list[int]] = {}
+    categorical = set()
+    for i, direction in enumerate(compiled.residual_space.basis):
+        if direction.value is not None and not labels[i].endswith("_hidden_attn"):
+            by_name.setdefault(direction.name, []).append(i)
+            categorical.add(i)
+    bos = {i for i, label in enumerate(labels) if label == str(bos_direction())}
+    protected = (set(range(len(labels))) - categorical) | bos
+    scan = _Scan(labels, by_name, categorical, protected, [None] * len(labels))
+    embedded = _nonzero_cols(weights.token_embedding(compiled)) | _nonzero_cols(weights.position_embedding(compiled))
+    scan.mark_written(embedded, EMBEDDING)
+    return scan
+
+
+def _scan_attention(scan: _Scan, compiled: CompiledModel, index: int) -> None:
+    """Every head reads its queries and keys exactly (protected); a head copying categorical values
+    reads them tolerantly, one writing numbers protects them."""
+    for head in weights.layer_heads(compiled, index):
+        q, k, v = _nonzero_rows(head.w_q), _nonzero_rows(head.w_k), _nonzero_rows(head.w_v)
+        out = _nonzero_cols(head.w_o)
+        scan.read_any |= q | k | v
+        scan.read_by_layers |= q | k | v
+        scan.protected |= q | k
+        if out <= scan.categorical:
+            scan.candidate_reads.append(TolerantRead(index, "copy", tuple(sorted(v & scan.categorical)), 1.0))
+        else:
+            scan.protected |= v
+        scan.mark_written(out, index)
+
+
+def _scan_mlp(scan: _Scan, compiled: CompiledModel, index: int, basis) -> None:
+    """A thresholded ReLU lookup that writes categorical values reads its categorical inputs
+    tolerantly; any other MLP protects them."""
+    mlp = weights.mlp_weights(compiled, index)
+    w_in, w_out = mlp.w_in, mlp.w_out
+    out = _nonzero_cols(w_out)
+    # A hidden unit that writes nothing (a table entry of None or 0) cannot change the output
+    # whatever it reads, so its inputs do not count as read.
+    if mlp.activation != "bilinear":
+        writing = sorted(_nonzero_rows(w_out))
+        w_in, w_out = w_in[:, writing], w_out[writing]
+    reads = _nonzero_rows(w_in)
+    scan.read_any |= reads
+    scan.read_by_layers |= reads
+    cat_reads = sorted(reads & scan.categorical - scan.protected)
+    weight = _lookup_weight(w_in, cat_reads, scan.labels)
+    if cat_reads and (mlp.activation != "relu" or not out <= scan.categorical or weight is None):
+        scan.protected |= set(cat_reads)
+    elif cat_reads:
+        scan.candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight))
+        scan.signatures[index] = _unit_signatures(w_in, w_out, cat_reads, scan.by_name, basis)
+        scan.writes[index] = out
+    scan.mark_written(out, index)
+
+
+def _scan_unembedding(scan: _Scan, compiled: CompiledModel) -> None:
+    """The argmax of categorical logits reads tolerantly; a numerical output is read exactly."""
+    unembed = _nonzero_rows(weights.unembedding(compiled))
+    scan.read_any |= unembed
+    if compiled.config.numerical_output:
+        scan.protected |= unembed
+    else:
+        scan.candidate_reads.append(
+            TolerantRead(len(compiled.config.layers), UNEMBED, tuple(sorted(unembed & scan.categorical)), 1.0))
 
 
 def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) -> ResidualStructure:
@@ -117,97 +204,31 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     :func:`compression.exactness.never_on` over the whole input space): they count as unread, so an
     analytic projection gives them the zero row, which reads them back exactly.
     """
-    config = compiled.config
-    labels = tuple(config.residual_labels)
-    width = len(labels)
+    scan = _start_scan(compiled)
     basis = compiled.residual_space.basis
-    by_name: dict[str, list[int]] = {}
-    categorical = set()
-    for i, direction in enumerate(basis):
-        if direction.value is not None and not labels[i].endswith("_hidden_attn"):
-            by_name.setdefault(direction.name, []).append(i)
-            categorical.add(i)
-    bos = {i for i, label in enumerate(labels) if label == str(bos_direction())}
-    protected = (set(range(width)) - categorical) | bos
-    params = compiled.params
-
-    def weights(module: str) -> dict[str, np.ndarray]:
-        return params.get(f"{MODULE_NAME}/{module}", {})
-
-    written_at = [None] * width
-    embed = weights("embed")
-    embedded = _nonzero_cols(_full(config.token_embed, embed["token"], config.vocab_size, width))
-    if "position" in embed:
-        embedded |= _nonzero_cols(_full(config.pos_embed, embed["position"], config.max_seq_len + 1, width))
-    for i in embedded:
-        written_at[i] = EMBEDDING
-
-    read_any: set[int] = set()
-    read_by_layers: set[int] = set()  # read by some sub-layer (the unembedding not counted)
-    candidate_reads: list[TolerantRead] = []
-    signatures: dict[int, dict[int, bytes]] = {}  # lookup layer -> coordinate -> what its units do
-    writes: dict[int, set[int]] = {}
-    for index, layer in enumerate(config.layers):
-        w = weights(f"layer_{index}")
+    for index, layer in enumerate(compiled.config.layers):
         if isinstance(layer, AttentionSpec):
-            for h, head in enumerate(layer.heads):
-                q = _nonzero_rows(_full(head.w_q, w[f"head_{h}_q"], width, head.w_q.shape[1]))
-                k = _nonzero_rows(_full(head.w_k, w[f"head_{h}_k"], width, head.w_k.shape[1]))
-                v = _nonzero_rows(_full(head.w_v, w[f"head_{h}_v"], width, head.w_v.shape[1]))
-                out = _nonzero_cols(_full(head.w_o, w[f"head_{h}_o"], head.w_o.shape[0], width))
-                read_any |= q | k | v
-                read_by_layers |= q | k | v
-                protected |= q | k
-                if out <= categorical:
-                    candidate_reads.append(TolerantRead(index, "copy", tuple(sorted(v & categorical)), 1.0))
-                else:
-                    protected |= v
-                _mark_written(written_at, out, index)
+            _scan_attention(scan, compiled, index)
         else:
-            hidden = layer.w_in.shape[1]
-            w_in = _full(layer.w_in, w["w_in"], width, hidden) if hidden else np.zeros((width, 0))
-            w_out = _full(layer.w_out, w["w_out"], hidden, width) if hidden else np.zeros((0, width))
-            out = _nonzero_cols(w_out)
-            # A hidden unit that writes nothing (a table entry of None or 0) cannot change the
-            # output whatever it reads, so its inputs do not count as read.
-            if layer.activation != "bilinear":
-                writing = sorted(_nonzero_rows(w_out))
-                w_in, w_out = w_in[:, writing], w_out[writing]
-            reads = _nonzero_rows(w_in)
-            read_any |= reads
-            read_by_layers |= reads
-            cat_reads = sorted(reads & categorical - protected)
-            weight = _lookup_weight(w_in, cat_reads, labels)
-            if cat_reads and (layer.activation != "relu" or not out <= categorical or weight is None):
-                protected |= set(cat_reads)
-            elif cat_reads:
-                candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight))
-                signatures[index] = _unit_signatures(w_in, w_out, cat_reads, by_name, basis)
-                writes[index] = out
-            _mark_written(written_at, out, index)
-    num_sublayers = len(config.layers)
-    unembed = _nonzero_rows(_full(config.unembed, weights("unembed")["w_u"], width, config.unembed.shape[1]))
-    read_any |= unembed
-    if compiled.config.numerical_output:
-        protected |= unembed
-    else:
-        candidate_reads.append(TolerantRead(num_sublayers, UNEMBED, tuple(sorted(unembed & categorical)), 1.0))
+            _scan_mlp(scan, compiled, index, basis)
+    _scan_unembedding(scan, compiled)
 
+    width = len(scan.labels)
     dead = set(never_on)
-    protected -= dead
+    protected = scan.protected - dead
     reads = tuple(
         dataclasses.replace(r, coords=tuple(i for i in r.coords if i not in protected and i not in dead))
-        for r in candidate_reads
+        for r in scan.candidate_reads
     )
     reads = tuple(r for r in reads if r.coords)
-    unread = tuple(i for i in range(width) if (i not in read_any or i in dead) and i not in protected)
-    groups = tuple(tuple(coords) for coords in by_name.values())
-    stamps = tuple(EMBEDDING if t is None else t for t in written_at)
+    unread = tuple(i for i in range(width) if (i not in scan.read_any or i in dead) and i not in protected)
+    groups = tuple(tuple(coords) for coords in scan.by_name.values())
+    stamps = tuple(EMBEDDING if t is None else t for t in scan.written_at)
     # Only a layer whose outputs are read by nothing but the unembedding may see merged values.
-    mergers = {layer: sig for layer, sig in signatures.items() if not writes[layer] & read_by_layers}
-    classes, amplification = _classes(groups, reads, mergers, writes, width)
-    return ResidualStructure(labels, groups, tuple(sorted(protected)), unread, reads, stamps, num_sublayers,
-                             classes, amplification)
+    mergers = {layer: sig for layer, sig in scan.signatures.items() if not scan.writes[layer] & scan.read_by_layers}
+    classes, amplification = _classes(groups, reads, mergers, scan.writes, width)
+    return ResidualStructure(scan.labels, groups, tuple(sorted(protected)), unread, reads, stamps,
+                             len(compiled.config.layers), classes, amplification)
 
 
 def _unit_signatures(w_in: np.ndarray, w_out: np.ndarray, cat_reads: list[int], by_name: dict[str, list[int]],
@@ -257,12 +278,6 @@ def _classes(groups: tuple[tuple[int, ...], ...], reads: tuple[TolerantRead, ...
             for i in writes[read.layer]:
                 amplification[i] = max(amplification[i], factor)
     return tuple(classes), tuple(amplification)
-
-
-def _mark_written(written_at: list, coords: set[int], index: int) -> None:
-    for i in coords:
-        if written_at[i] is None:
-            written_at[i] = index
 
 
 def _lookup_weight(w_in: np.ndarray, cat_reads: list[int], labels: tuple[str, ...]) -> float | None:

@@ -21,14 +21,14 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from compression import checkpoint as ckpt
-from compression.config import LossConfig, OptimizerConfig, TrainConfig
-from compression.frozen import FrozenModel
-from compression.losses import compression_loss
-from compression.optim import make_optimizer
-from compression.projection import init_projection
-from compression.sampling import InputSpace, draw_batch, training_pool
-from compression.sharding import DataParallel, data_parallel
+from compression.learned import checkpoint as ckpt
+from compression.learned.config import LossConfig, OptimizerConfig, TrainConfig
+from compression.learned.frozen import FrozenModel
+from compression.learned.losses import compression_loss
+from compression.learned.optim import make_optimizer
+from compression.learned.projection import init_projection
+from compression.learned.sampling import InputSpace, draw_batch, training_pool
+from compression.learned.sharding import DataParallel, data_parallel
 
 METRICS = ("out", "layer", "total")
 _INIT_STREAM, _DATA_STREAM = 0, 1

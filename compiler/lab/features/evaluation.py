@@ -1,0 +1,98 @@
+"""Decoded-output accuracy of a (compressed, or spliced) multi-output model against RASP.
+
+References are the RASP evaluator's outputs on the sampled inputs (computed once per input set,
+as :class:`References`); a model's output (logits ``[batch, T, n]``) is scored per program by
+the argmax within that program's columns (``CompiledModel.output_columns``), or for a numerical
+output by the nearest reference value. An input counts as right when every program is right at
+every position where RASP's value is not None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+import rasp
+from compiler import CompiledModel
+from compiler.model.encoders import OutputsEncoder
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class References:
+    """RASP's outputs on ``ids``: per program, value indices (categorical) or values, and a mask."""
+
+    ids: np.ndarray  # [N, T]
+    labels: tuple[str, ...]
+    targets: tuple[np.ndarray, ...]  # per program [N, T]: value index (int) or value (float)
+    masks: tuple[np.ndarray, ...]  # per program [N, T] bool: scored (a real token, value not None)
+    numerical: tuple[bool, ...]
+
+
+def _encoders(compiled: CompiledModel) -> tuple:
+    encoder = compiled.output_encoder
+    return encoder.encoders if isinstance(encoder, OutputsEncoder) else (encoder,)
+
+
+def rasp_references(compiled: CompiledModel, programs: Sequence[Any], ids: np.ndarray,
+                    progress: bool = False) -> References:
+    """Evaluate every program with ``rasp.evaluate`` on every row of ``ids``.
+
+    Raises:
+        ValueError: the number of programs differs from the model's outputs.
+    """
+    labels = tuple(compiled.output_columns)
+    if len(programs) != len(labels):
+        raise ValueError(f"{len(programs)} programs given; the model has {len(labels)} outputs ({labels[:3]}...)")
+    encoders = _encoders(compiled)
+    ids = np.asarray(ids)
+    vocab = {i: t for t, i in compiled.input_encoder.token_to_id.items()}
+    pad = compiled.config.pad_id
+    targets = [np.zeros(ids.shape, np.float64 if e.numerical else np.int64) for e in encoders]
+    masks = [np.zeros(ids.shape, bool) for _ in encoders]
+    index = [None if e.numerical else {v: j for j, v in enumerate(e.values)} for e in encoders]
+    for r, row in enumerate(tqdm(ids, desc="RASP references", disable=not progress, mininterval=2)):
+        tokens = [vocab[int(i)] for i in row[1:] if int(i) != pad]
+        for p, program in enumerate(programs):
+            for position, value in enumerate(rasp.evaluate(program, tokens), start=1):
+                if value is None or (index[p] is not None and value not in index[p]):
+                    continue
+                targets[p][r, position] = value if index[p] is None else index[p][value]
+                masks[p][r, position] = True
+    return References(ids, labels, tuple(targets), tuple(masks), tuple(e.numerical for e in encoders))
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputAccuracy:
+    """Share of inputs right at every scored position of every program, and per program."""
+
+    inputs: int
+    sequence: float  # all programs right on the whole input
+    per_program: dict[str, float]  # per program: inputs right at every scored position
+
+    @property
+    def exact(self) -> bool:
+        return self.sequence == 1.0
+
+
+def output_accuracy(compiled: CompiledModel, refs: References, output: np.ndarray) -> OutputAccuracy:
+    """Score a model output ``[N, T, n]`` (or ``[N, T]`` for one numerical program) on ``refs``."""
+    output = np.asarray(output)
+    if output.ndim == 2:
+        output = output[..., None]
+    right_all = np.ones(len(refs.ids), bool)
+    per = {}
+    for p, (label, columns) in enumerate(compiled.output_columns.items()):
+        block = output[..., columns]
+        if refs.numerical[p]:
+            values = np.unique(refs.targets[p][refs.masks[p]])
+            gap = np.min(np.diff(values)) / 2 if len(values) > 1 else 0.5
+            right = np.abs(block[..., 0] - refs.targets[p]) < gap
+        else:
+            right = np.argmax(block, axis=-1) == refs.targets[p]
+        ok = np.all(right | ~refs.masks[p], axis=1)
+        per[label] = float(ok.mean())
+        right_all &= ok
+    return OutputAccuracy(len(refs.ids), float(right_all.mean()), per)

@@ -1,0 +1,245 @@
+"""Scores of a dictionary method against the true dictionary.
+
+**SynthSAEBench's metrics, same definitions** (as SAELens implements them in
+``sae_lens.synthetic.evals``), computed here in numpy so they run without torch:
+
+* ``true_l0`` / ``sae_l0``: mean number of non-zero true codes / SAE latents per activation;
+* ``dead_latents``: latents that never fire (``!= 0``) on the evaluated activations;
+* ``shrinkage``: mean ``|x̂| / |x|`` over activations with ``|x| > 1e-6``;
+* ``explained_variance``: ``1 - E|x - x̂|² / (E|x|² - |E x|²)``;
+* ``mcc``: Hungarian matching of decoder rows to true vectors on ``|cos|``, mean matched ``|cos|``;
+* ``uniqueness``: distinct best-matching true vectors over latents (argmax of ``|cos|``), / latents;
+* ``classification``: each latent as a detector of its best-matching true feature (latent
+  ``!= 0`` against code ``> 0``): mean precision, recall, F1 and accuracy over latents
+  (0 where undefined).
+
+The ground truth at a site is its sparse features that occur in the data plus the dense directions
+that vary over real positions (positions, numerical s-ops, attention internals); constant ones
+(``one``, the BOS and PAD markers, which are 0 at real positions) are a bias (:func:`ground_truth`).
+
+**What only a compiled model allows** (:mod:`compiler.lab.features.splice`): the decoded-output
+accuracy against RASP with the reconstruction spliced into the stream, and how many true features
+have a latent that is matched and causally used downstream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Protocol
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from compiler.lab.features.dictionary import TrueDictionary
+from craft.bases import ONE_NAME
+
+MATCH_COSINE = 0.9  # a latent "matches" its Hungarian partner at |cos| >= this
+MIN_INPUT_NORM = 1e-6  # SynthSAEBench's shrinkage skips smaller inputs
+
+
+class SparseCoder(Protocol):
+    """What a dictionary method exposes to be scored: an encoder, a decoder and its rows."""
+
+    @property
+    def decoder(self) -> np.ndarray:  # [latents, d]
+        ...
+
+    def encode(self, x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, latents]
+        ...
+
+    def decode(self, z: np.ndarray) -> np.ndarray:  # [n, latents] -> [n, d]
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class GroundTruth:
+    """The true directions at a site: sparse features first, then the varying dense ones."""
+
+    labels: tuple[str, ...]
+    vectors: np.ndarray  # [F + G', d]
+    num_sparse: int
+    bias: np.ndarray  # [d]: the constant dense part (``one``)
+    sparse_columns: np.ndarray  # which of the dictionary's features are in ``vectors``
+    dense_columns: np.ndarray  # which of the dictionary's dense directions are in ``vectors``
+
+    def codes(self, sparse_codes: np.ndarray, dense_codes: np.ndarray) -> np.ndarray:
+        """``[..., F' + G']`` true codes from the dictionary's feature codes ``[..., F]`` (e.g. a
+        shard's, densified) and dense codes ``[..., G]``."""
+        return np.concatenate([sparse_codes[..., self.sparse_columns], dense_codes[..., self.dense_columns]], axis=-1)
+
+
+def ground_truth(dictionary: TrueDictionary, occurring: np.ndarray | None = None,
+                 dense_range: tuple[np.ndarray, np.ndarray] | None = None) -> GroundTruth:
+    """The true directions at a site, from its dictionary and (optionally) the data.
+
+    Args:
+        dictionary: the site's true dictionary.
+        occurring: ``[F]`` bool (:func:`data_profile`): keep only features that are on somewhere.
+            A value the program never produces (``same`` = 0: a count that includes its own
+            position) is a basis direction, not a feature of the data.
+        dense_range: ``(low, high)`` per dense direction over the data (:func:`data_profile`).
+            Directions that vary are ground truth; constant ones (``one``; markers that are 0 at
+            real positions) go into the bias. Without it, ``one`` is the bias and every other
+            dense direction counts as varying.
+
+    Returns:
+        The :class:`GroundTruth`.
+    """
+    keep = np.arange(dictionary.num_features) if occurring is None else np.nonzero(np.asarray(occurring))[0]
+    if dense_range is None:
+        low = high = np.asarray([1.0 if label == ONE_NAME else 0.0 for label in dictionary.dense_labels])
+        varying = np.asarray([label != ONE_NAME for label in dictionary.dense_labels], bool)
+    else:
+        low, high = (np.asarray(a, np.float64) for a in dense_range)
+        varying = high - low > 1e-6
+    bias = (np.where(varying, 0.0, low) @ dictionary.dense_vectors).astype(np.float32) if len(low) \
+        else np.zeros(dictionary.width, np.float32)
+    dense = np.nonzero(varying)[0]
+    vectors = np.concatenate([dictionary.vectors[keep], dictionary.dense_vectors[dense]])
+    labels = tuple(dictionary.labels[i] for i in keep) + tuple(dictionary.dense_labels[j] for j in dense)
+    return GroundTruth(labels, np.asarray(vectors, np.float32), len(keep), bias, keep, dense)
+
+
+def data_profile(batches: Iterable[dict[str, np.ndarray]], num_features: int
+                 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """``(occurring [F], (low [G], high [G]))`` over shard batches holding ``code_index`` and
+    ``dense_codes``: which features are ever on, and each dense direction's range."""
+    seen = np.zeros(num_features, bool)
+    low = high = None
+    for batch in batches:
+        index = np.asarray(batch["code_index"])
+        seen[index[index >= 0]] = True
+        dense = np.asarray(batch["dense_codes"], np.float64)
+        low = dense.min(axis=0) if low is None else np.minimum(low, dense.min(axis=0))
+        high = dense.max(axis=0) if high is None else np.maximum(high, dense.max(axis=0))
+    if low is None:
+        raise ValueError("data_profile: no batches")
+    return seen, (low, high)
+
+
+@dataclasses.dataclass(frozen=True)
+class JumpReluCoder:
+    """A JumpReLU SAE in numpy: ``z = h * (h > threshold)`` with ``h = x @ w_enc + b_enc``;
+    ``x̂ = z @ w_dec + b_dec``."""
+
+    w_enc: np.ndarray  # [d, latents]
+    b_enc: np.ndarray  # [latents]
+    threshold: np.ndarray  # [latents]
+    w_dec: np.ndarray  # [latents, d]
+    b_dec: np.ndarray  # [d]
+
+    @property
+    def decoder(self) -> np.ndarray:
+        return self.w_dec
+
+    def encode(self, x: np.ndarray) -> np.ndarray:
+        h = np.asarray(x, np.float32) @ self.w_enc + self.b_enc
+        return np.where(h > self.threshold, h, 0.0).astype(np.float32)
+
+    def decode(self, z: np.ndarray) -> np.ndarray:
+        return np.asarray(z, np.float32) @ self.w_dec + self.b_dec
+
+
+def perfect_coder(truth: GroundTruth, threshold: float = 0.5) -> JumpReluCoder:
+    """The SAE the true dictionary defines: latent i reads and writes true vector i.
+
+    Exact when a true vector's read of any activation is its code (orthonormal directions: the
+    exact model) or is thresholded back to it: the packed projection gives each s-op its own
+    block of dimensions, a feature reads 1 when on and at most its code's overlap (< ``threshold``)
+    when another value of its s-op is on. Dense directions sit on their own axes (threshold 0).
+    """
+    norms = np.sum(truth.vectors ** 2, axis=1)
+    w_enc = (truth.vectors / np.maximum(norms, 1e-30)[:, None]).T.astype(np.float32)
+    thresholds = np.full(len(truth.labels), threshold, np.float32)
+    thresholds[truth.num_sparse:] = 0.0
+    b_enc = -(truth.bias @ w_enc)  # remove the constant part before reading
+    return JumpReluCoder(w_enc, b_enc.astype(np.float32), thresholds, truth.vectors, truth.bias)
+
+
+@dataclasses.dataclass(frozen=True)
+class Classification:
+    precision: float
+    recall: float
+    f1_score: float
+    accuracy: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticScores:
+    """SynthSAEBench's metrics (module docstring), same names as SAELens' result record."""
+
+    true_l0: float
+    sae_l0: float
+    dead_latents: int
+    shrinkage: float
+    explained_variance: float
+    mcc: float
+    uniqueness: float
+    classification: Classification
+
+
+def abs_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|cos|`` between every row of ``a`` and every row of ``b`` (norms clamped at 1e-8)."""
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-8)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-8)
+    return np.abs(a.astype(np.float32) @ b.T.astype(np.float32))
+
+
+def hungarian(cosines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The one-to-one matching of rows to columns with the largest summed ``|cos|``."""
+    return linear_sum_assignment(1.0 - cosines)
+
+
+def synthetic_scores(coder: SparseCoder, truth: GroundTruth, batches: Iterable[tuple[np.ndarray, np.ndarray]]
+                     ) -> SyntheticScores:
+    """Score ``coder`` on ``(activations [n, d], true codes [n, F + G'])`` batches."""
+    decoder = np.asarray(coder.decoder, np.float32)
+    cos = abs_cosines(decoder, truth.vectors)
+    best = np.argmax(cos, axis=1)
+    latents = len(decoder)
+    tp, fp, fn, tn = (np.zeros(latents, np.float64) for _ in range(4))
+    fired = np.zeros(latents, bool)
+    n = true_l0 = sae_l0 = shrink = 0.0
+    shrink_n = 0
+    sum_x = 0.0
+    sum_sq = sum_res = 0.0
+    for acts, codes in batches:
+        acts = np.asarray(acts, np.float32)
+        z = coder.encode(acts)
+        out = coder.decode(z)
+        on, gt_on = z != 0, np.asarray(codes)[:, best] > 0
+        tp += np.sum(on & gt_on, axis=0)
+        fp += np.sum(on & ~gt_on, axis=0)
+        fn += np.sum(~on & gt_on, axis=0)
+        tn += np.sum(~on & ~gt_on, axis=0)
+        fired |= on.any(axis=0)
+        true_l0 += float(np.sum(np.asarray(codes) != 0))
+        sae_l0 += float(np.sum(on))
+        norms = np.linalg.norm(acts, axis=1)
+        keep = norms > MIN_INPUT_NORM
+        shrink += float(np.sum(np.linalg.norm(out, axis=1)[keep] / norms[keep]))
+        shrink_n += int(keep.sum())
+        x64 = acts.astype(np.float64)
+        sum_x = sum_x + x64.sum(axis=0)
+        sum_sq += float(np.sum(x64 ** 2))
+        sum_res += float(np.sum((x64 - out) ** 2))
+        n += len(acts)
+    if n == 0:
+        raise ValueError("synthetic_scores: no activations were given")
+    variance = sum_sq / n - float(np.sum((sum_x / n) ** 2))
+    mse = sum_res / n
+    explained = (1.0 if mse < 1e-10 else 0.0) if variance < 1e-10 else 1.0 - mse / variance
+    rows, cols = hungarian(cos)
+    return SyntheticScores(true_l0 / n, sae_l0 / n, int((~fired).sum()), shrink / max(shrink_n, 1), explained,
+                           float(cos[rows, cols].mean()), len(np.unique(best)) / latents,
+                           _classification(tp, fp, fn, tn))
+
+
+def _classification(tp, fp, fn, tn) -> Classification:
+    def ratio(num, den):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+
+    precision, recall = ratio(tp, tp + fp), ratio(tp, tp + fn)
+    f1 = ratio(2 * precision * recall, precision + recall)
+    accuracy = (tp + tn) / np.maximum(tp + fp + fn + tn, 1e-8)
+    return Classification(float(precision.mean()), float(recall.mean()), float(f1.mean()), float(accuracy.mean()))

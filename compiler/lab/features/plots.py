@@ -1,0 +1,36 @@
+"""Pictures of the benchmark: SAE recovery against the compression width d and against L0."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from compiler.io.atomic import atomic_write  # noqa: E402
+
+
+def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Sequence[dict], title: str) -> pathlib.Path:
+    """Two panels: metrics against d (``by_width`` rows with ``d``, ``mcc``, ``f1``, ``spliced``) and
+    against the SAE's L0 (``by_l0`` rows with ``k`` and the same metrics). Written atomically."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, rows, key, label in ((axes[0], by_width, "d", "compressed width d (less d: more superposition)"),
+                                 (axes[1], by_l0, "k", "SAE L0 (k of a TopK SAE)")):
+        rows = sorted(rows, key=lambda r: r[key])
+        xs = [r[key] for r in rows]
+        for metric, style in (("mcc", "o-"), ("f1", "s--"), ("spliced", "^:"), ("causal", "d-.")):
+            if rows and metric in rows[0]:
+                ax.plot(xs, [r[metric] for r in rows], style, label=metric)
+        ax.set_xlabel(label)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("score")
+    axes[0].legend(loc="lower right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    out = atomic_write(path, lambda temporary: fig.savefig(temporary, dpi=110))
+    plt.close(fig)
+    return out

@@ -1,0 +1,140 @@
+"""Train SAELens sparse autoencoders directly on activation shards, and score them here.
+
+SAELens (PyPI ``sae-lens``) pins ``transformer-lens<4``, which conflicts with the project's
+``export`` extra (``transformer-lens>=4.3``), so it lives in its own environment: the ``sae`` extra
+(``pip install -e '.[sae]'`` in a venv without ``export``). This module imports ``torch`` and
+``sae_lens`` only inside its functions, so it imports everywhere; calling it without SAELens
+raises an ImportError saying how to install it.
+
+* :func:`train_sae` builds an SAELens training SAE (BatchTopK or TopK) of ``d_sae`` latents on a
+  shard folder's width and runs SAELens' own ``SAETrainer`` on batches read from the shards.
+* :class:`TorchCoder` wraps any SAELens SAE as a :class:`compiler.lab.features.metrics.SparseCoder`,
+  so the metrics, splicing and causal use of this package score it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import pathlib
+from typing import Any, Iterator
+
+import numpy as np
+
+from compiler.lab.features.stream import ShardReader
+
+ARCHITECTURES = ("topk", "batchtopk")
+INSTALL = ("SAELens is not installed in this environment. It needs transformer-lens<4, which conflicts with "
+           "the 'export' extra: make a separate venv and `pip install -e '.[sae]'` there (see docs/features.md)")
+
+
+def _import():
+    try:
+        import sae_lens
+        import torch
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(INSTALL) from error
+    return sae_lens, torch
+
+
+def shard_batches(folder: str | pathlib.Path, batch_size: int, device: str = "cpu", seed: int = 0) -> Iterator[Any]:
+    """Endless ``[batch_size, d]`` torch batches of a shard folder's activations; each pass over the
+    shards visits them in a new seeded order, rows shuffled within each batch window."""
+    _, torch = _import()
+    reader = ShardReader(pathlib.Path(folder))
+    rng = np.random.default_rng(seed)
+    for _ in itertools.count():
+        names = [reader.meta["shards"][i] for i in rng.permutation(len(reader.meta["shards"]))]
+        for batch in _batches_of(reader, names, batch_size):
+            yield torch.from_numpy(batch[rng.permutation(len(batch))]).to(device)
+
+
+def _batches_of(reader: ShardReader, names: list[str], batch_size: int) -> Iterator[np.ndarray]:
+    from safetensors.numpy import load_file
+
+    rest = np.zeros((0, reader.meta["width"]), np.float32)
+    for name in names:
+        data = np.concatenate([rest, load_file(pathlib.Path(reader.folder) / name)["activations"]])
+        full = len(data) - len(data) % batch_size
+        for start in range(0, full, batch_size):
+            yield data[start:start + batch_size]
+        rest = data[full:]
+
+
+def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_size: int = 1024, lr: float = 3e-4,
+              architecture: str = "topk", device: str = "cpu", seed: int = 0) -> Any:
+    """Train an SAELens SAE on the activations in ``folder`` (written by ``stream_activations``).
+
+    Args:
+        folder: a finished shard folder.
+        d_sae: number of latents.
+        k: active latents per activation (TopK) or on average over a batch (BatchTopK).
+        steps: optimizer steps; ``steps * batch_size`` activations are read (shards cycle).
+        batch_size, lr: SAELens' ``train_batch_size_samples`` and constant learning rate.
+        architecture: ``"topk"`` (k per activation) or ``"batchtopk"`` (k on average over a batch:
+            a top-k over the whole batch, slow on CPU).
+        device: torch device.
+        seed: torch seed (SAE initialisation) and shard order.
+
+    Returns:
+        The trained SAELens ``TrainingSAE`` (in eval mode).
+
+    Raises:
+        ImportError: SAELens is not installed (the message says how).
+        ValueError: unknown architecture or non-positive sizes.
+    """
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"architecture {architecture!r}: use one of {ARCHITECTURES}")
+    for name, value in (("d_sae", d_sae), ("k", k), ("steps", steps), ("batch_size", batch_size)):
+        if int(value) < 1:
+            raise ValueError(f"train_sae: {name} must be positive, got {value}")
+    reader = ShardReader(pathlib.Path(folder))
+    sae_lens, torch = _import()
+    from sae_lens.config import LoggingConfig, SAETrainerConfig
+    from sae_lens.training.sae_trainer import SAETrainer
+
+    torch.manual_seed(seed)
+    width = int(reader.meta["width"])
+    if architecture == "batchtopk":
+        sae = sae_lens.BatchTopKTrainingSAE(sae_lens.BatchTopKTrainingSAEConfig(d_in=width, d_sae=d_sae, k=k,
+                                                                                device=device))
+    else:
+        sae = sae_lens.TopKTrainingSAE(sae_lens.TopKTrainingSAEConfig(d_in=width, d_sae=d_sae, k=k, device=device))
+    config = SAETrainerConfig(
+        total_training_samples=steps * batch_size, train_batch_size_samples=batch_size, lr=lr, lr_end=lr,
+        device=device, n_checkpoints=0, checkpoint_path=None, save_final_checkpoint=False,
+        logger=LoggingConfig(log_to_wandb=False, eval_every_n_wandb_logs=2**31 - 1),
+        dead_feature_window=1000, feature_sampling_window=2000, n_batches_for_norm_estimate=10)
+    trainer = SAETrainer(cfg=config, sae=sae, data_provider=shard_batches(folder, batch_size, device, seed),
+                         save_checkpoint_fn=lambda path: None)
+    trainer.fit()
+    sae.eval()
+    return sae
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TorchCoder:
+    """An SAELens SAE seen as a :class:`~compiler.lab.features.metrics.SparseCoder` (numpy in and out)."""
+
+    sae: Any
+    batch_size: int = 8192
+
+    @property
+    def decoder(self) -> np.ndarray:
+        return self.sae.W_dec.detach().cpu().numpy()
+
+    def encode(self, x: np.ndarray) -> np.ndarray:
+        _, torch = _import()
+        device = self.sae.W_dec.device
+        with torch.no_grad():
+            parts = [self.sae.encode(torch.from_numpy(np.ascontiguousarray(x[s:s + self.batch_size], np.float32))
+                                     .to(device)).cpu().numpy() for s in range(0, len(x), self.batch_size)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.sae.cfg.d_sae), np.float32)
+
+    def decode(self, z: np.ndarray) -> np.ndarray:
+        _, torch = _import()
+        device = self.sae.W_dec.device
+        with torch.no_grad():
+            parts = [self.sae.decode(torch.from_numpy(np.ascontiguousarray(z[s:s + self.batch_size], np.float32))
+                                     .to(device)).cpu().numpy() for s in range(0, len(z), self.batch_size)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.sae.cfg.d_in), np.float32)

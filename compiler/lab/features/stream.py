@@ -1,0 +1,204 @@
+"""Activations as data: a site's activations with their true codes, streamed into shard files.
+
+:func:`stream_activations` samples inputs, runs the (compressed) model and the exact model in
+jitted batches, keeps the real token positions (not BOS, not PAD) and writes shards:
+
+* ``shard_00000.safetensors`` ...: ``activations`` ``[n, d]`` float32; the true codes, sparse:
+  ``code_index`` ``[n, k]`` int32 (feature numbers, -1 pads) and ``code_value`` ``[n, k]``
+  float32, where ``k`` bounds the features on at one position (one per s-op present);
+  ``dense_codes`` ``[n, G]`` float32 (the dense directions' values).
+* ``dictionary.safetensors``: ``vectors`` ``[F, d]`` and ``dense_vectors`` ``[G, d]``.
+* ``meta.json``: site, widths, labels, shard list, and how the inputs were drawn. Written last, so
+  a folder with a ``meta.json`` is complete. Every file is written atomically.
+
+Any reader of safetensors (SAELens' own loaders, ``safetensors.torch.load_file``, numpy) reads
+the shards; :class:`ShardReader` iterates over them in batches, and
+:mod:`compiler.lab.features.sae` trains SAELens on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from safetensors.numpy import load_file, save
+from tqdm import tqdm
+
+from compiler import CompiledModel
+from compiler.io.atomic import atomic_write_bytes, atomic_write_text
+from compiler.lab.features.dictionary import CODE_FLOOR, TrueDictionary, real_positions, true_dictionary
+from compiler.lab.features.sites import Site, SiteRunner
+from compiler.lab.features.stages import sample_ids
+
+META = "meta.json"
+DICTIONARY = "dictionary.safetensors"
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamReport:
+    """What :func:`stream_activations` wrote and how long it took."""
+
+    folder: pathlib.Path
+    tokens: int
+    shards: int
+    seconds: float  # sampling, both forward passes and code extraction (file writes excluded)
+    write_seconds: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / max(self.seconds, 1e-9)
+
+
+def max_active(dictionary: TrueDictionary) -> int:
+    """How many features can be on at one position: one per s-op with features at the site."""
+    return max(1, len({label.split(":", 1)[0] for label in dictionary.labels}))
+
+
+def _code_fn(dictionary: TrueDictionary, k: int):
+    coords = jnp.asarray(dictionary.coords)
+    dense = jnp.asarray(dictionary.dense_coords)
+
+    def codes(values):
+        feature_values = jnp.take(values, coords, axis=-1)
+        feature_values = jnp.where(jnp.abs(feature_values) < CODE_FLOOR, 0.0, feature_values)
+        top, index = jax.lax.top_k(jnp.abs(feature_values), k)
+        picked = jnp.take_along_axis(feature_values, index, axis=-1)
+        index = jnp.where(top > 0, index, -1).astype(jnp.int32)
+        return index, jnp.where(top > 0, picked, 0.0), jnp.take(values, dense, axis=-1)
+
+    return codes
+
+
+def stream_activations(
+    compiled: CompiledModel, site: Site, folder: str | pathlib.Path, tokens: int, projection: np.ndarray | None = None,
+    batch_inputs: int = 1024, shard_tokens: int = 1 << 18, seed: int = 0, zipf: float = 0.0, progress: bool = True,
+    write: bool = True,
+) -> StreamReport:
+    """Write about ``tokens`` activations at ``site`` with their true codes into ``folder``.
+
+    Args:
+        compiled: the compiled model.
+        site: where to read (:class:`compiler.lab.features.sites.Site`).
+        folder: output folder (created); existing shards of the same names are replaced.
+        tokens: how many real-token activations to write (the last batch is cut to this).
+        projection: ``W`` (``[D, d]``) of the compressed model, or None for the exact model.
+        batch_inputs: inputs per jitted batch.
+        shard_tokens: activations per shard file.
+        seed: the inputs of batch ``b`` are drawn from ``(seed, b)``.
+        zipf: token distribution (:func:`compiler.lab.features.stages.sample_ids`).
+        progress: show a progress bar.
+        write: False measures generation only (nothing is written).
+
+    Returns:
+        A :class:`StreamReport`.
+
+    Raises:
+        ValueError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive.
+    """
+    for name, value in (("tokens", tokens), ("batch_inputs", batch_inputs), ("shard_tokens", shard_tokens)):
+        if int(value) < 1:
+            raise ValueError(f"stream_activations: {name} must be positive, got {value}")
+    folder = pathlib.Path(folder)
+    dictionary = true_dictionary(compiled, site, projection)
+    compressed, exact = SiteRunner(compiled, projection), SiteRunner(compiled)
+    codes = jax.jit(_code_fn(dictionary, max_active(dictionary)))
+    if write:
+        atomic_write_bytes(folder / DICTIONARY, save({"vectors": dictionary.vectors,
+                                                            "dense_vectors": dictionary.dense_vectors}))
+    buffer: list[dict[str, np.ndarray]] = []
+    buffered = written = shards = batch = 0
+    compute = write_time = 0.0
+    bar = tqdm(total=tokens, desc=f"activations at {site.kind} {site.index}", unit="tok", disable=not progress,
+               mininterval=2)
+    while written + buffered < tokens:
+        start = time.perf_counter()
+        ids = sample_ids(compiled, batch_inputs, seed=seed * 1_000_003 + batch, zipf=zipf)
+        acts = compressed.activations(ids, site)
+        values = exact.hidden(ids, site) if site.kind == "mlp" else exact.activations(ids, site)
+        index, value, dense = codes(values)
+        mask = real_positions(compiled, ids)
+        part = {"activations": np.asarray(acts)[mask], "code_index": np.asarray(index)[mask],
+                "code_value": np.asarray(value)[mask], "dense_codes": np.asarray(dense)[mask]}
+        take = min(len(part["activations"]), tokens - written - buffered)
+        part = {key: array[:take] for key, array in part.items()}
+        compute += time.perf_counter() - start
+        buffer.append(part)
+        buffered += take
+        batch += 1
+        bar.update(take)
+        while buffered >= shard_tokens or (written + buffered >= tokens and buffered):
+            start = time.perf_counter()
+            merged = {key: np.concatenate([p[key] for p in buffer]) for key in buffer[0]}
+            count = min(shard_tokens, buffered)
+            if write:
+                atomic_write_bytes(folder / f"shard_{shards:05d}.safetensors",
+                                   save({key: np.ascontiguousarray(a[:count]) for key, a in merged.items()}))
+            buffer = [{key: a[count:] for key, a in merged.items()}]
+            buffered -= count
+            written += count
+            shards += 1
+            write_time += time.perf_counter() - start
+    bar.close()
+    if write:
+        meta = {"site": {"kind": site.kind, "index": site.index, "name": site.name(compiled)},
+                "width": dictionary.width, "num_features": dictionary.num_features,
+                "labels": list(dictionary.labels), "dense_labels": list(dictionary.dense_labels),
+                "dropped": list(dictionary.dropped), "tokens": written,
+                "shards": [f"shard_{i:05d}.safetensors" for i in range(shards)],
+                "compressed": projection is not None, "seed": seed, "zipf": zipf, "batch_inputs": batch_inputs}
+        atomic_write_text(folder / META, json.dumps(meta, indent=1))
+    return StreamReport(folder, written, shards, compute, write_time)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ShardReader:
+    """The shards of a :func:`stream_activations` folder."""
+
+    folder: pathlib.Path
+
+    def __post_init__(self) -> None:
+        if not (pathlib.Path(self.folder) / META).is_file():
+            raise FileNotFoundError(f"{self.folder}: no {META}; not a finished activation folder "
+                                    "(run stream_activations into it first)")
+
+    @property
+    def meta(self) -> dict:
+        return json.loads((pathlib.Path(self.folder) / META).read_text(encoding="utf-8"))
+
+    def dictionary(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(vectors [F, d], dense_vectors [G, d])``."""
+        found = load_file(pathlib.Path(self.folder) / DICTIONARY)
+        return found["vectors"], found["dense_vectors"]
+
+    def shards(self):
+        """Each shard's arrays, in order."""
+        for name in self.meta["shards"]:
+            yield load_file(pathlib.Path(self.folder) / name)
+
+    def batches(self, batch_size: int, keys: tuple[str, ...] = ("activations",)):
+        """Consecutive ``batch_size`` slices across shards (the last one may be shorter)."""
+        rest: dict[str, np.ndarray] | None = None
+        for shard in self.shards():
+            part = {key: shard[key] for key in keys}
+            if rest is not None:
+                part = {key: np.concatenate([rest[key], part[key]]) for key in keys}
+            n = len(part[keys[0]])
+            full = n - n % batch_size
+            for start in range(0, full, batch_size):
+                yield {key: part[key][start:start + batch_size] for key in keys}
+            rest = {key: part[key][full:] for key in keys}
+        if rest is not None and len(rest[keys[0]]):
+            yield rest
+
+
+def dense_codes(code_index: np.ndarray, code_value: np.ndarray, num_features: int) -> np.ndarray:
+    """``[n, F]`` codes from the sparse ``(code_index, code_value)`` of a shard."""
+    out = np.zeros((len(code_index), num_features), np.float32)
+    rows, slots = np.nonzero(code_index >= 0)
+    out[rows, code_index[rows, slots]] = code_value[rows, slots]
+    return out

@@ -1,0 +1,17 @@
+"""Model zoos: datasets of (program, variant, weights, ground truth) records (docs/zoo.md).
+
+Modules in reading order:
+
+* ``config`` — ``ZooConfig``, the knobs of a run, checked up front.
+* ``sampling`` — draw program ``i`` (random or library) as source text; ``rebuild`` it.
+* ``variants`` — compile a program unoptimised, optimised, or compressed analytically.
+* ``weights`` — the weights as dense tensors in safetensors bytes; a numpy forward over them.
+* ``describe`` — the compiled graph with tabulated functions, and where each s-op is computed.
+* ``records`` — one program's rows (``SCHEMA``), failures included.
+* ``shards`` — the dataset folder: ``zoo.json`` and atomically written Parquet shards.
+* ``engines`` — local worker processes or Ray; per-program time and memory limits.
+* ``generate`` — ``generate_zoo``, the run with its progress bar.
+* ``loader`` — shards to padded batches for PyTorch or JAX meta-model training.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,125 @@
+"""A record's weights: dense float32 tensors as safetensors bytes, and a numpy forward over them.
+
+Tensor names are those of the project's model files (`compiler.io.files`):
+`compiled_transformer/embed/token` `[vocab+2, D]`, `.../embed/position` `[max_seq_len+1, D]`,
+`.../layer_<i>/head_<h>_q|k|v` `[D, k]`, `.../layer_<i>/head_<h>_o` `[k, D]`,
+`.../layer_<i>/w_in` `[D, H]`, `.../layer_<i>/w_out` `[H, D]`, `.../unembed/w_u` `[D, n_out]`
+(sub-layer `i`: even attention, odd MLP). There are no biases: the constant `one` direction of
+the residual stream plays their part.
+
+A compressed record folds a projection `W` (`[D, d]`) into the weights, giving an ordinary model
+with a d-dimensional residual stream: every tensor that writes the stream (embeddings, `_o`,
+`w_out`) is multiplied by `W` on the right, every tensor that reads it (`_q`, `_k`, `_v`, `w_in`,
+`w_u`) by `Wᵀ` on the left. `W` itself is kept as the tensor `projection`.
+
+The header's `__metadata__` holds `zoo_model`: JSON with what the forward pass needs besides the
+tensors (`causal`, `bos_id`, `pad_id`, `numerical_output`, the activation of every MLP).
+`forward` runs those bytes in numpy, so a stored record is checked on exactly the weights it
+stores (no JAX, nothing compiled).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import numpy as np
+import safetensors.numpy
+
+from compiler.io.files import model_tensors, safetensors_bytes
+from compiler.model.compiled_model import CompiledModel
+from compiler.model.config import MASKED_LOGIT, MODULE_NAME, MLPSpec
+from craft.blocks import activate
+from craft.numerics import softmax
+
+PROJECTION = "projection"
+_WRITES = re.compile(r"/(embed/token|embed/position|layer_\d+/head_\d+_o|layer_\d+/w_out)$")
+_READS = re.compile(r"/(layer_\d+/head_\d+_[qkv]|layer_\d+/w_in|unembed/w_u)$")
+_HEAD = re.compile(rf"^{MODULE_NAME}/layer_(\d+)/head_(\d+)_([qkvo])$")
+_MLP = re.compile(rf"^{MODULE_NAME}/layer_(\d+)/w_(in|out)$")
+
+
+def dense_tensors(model: CompiledModel) -> dict[str, np.ndarray]:
+    """The model's weights as dense float32 matrices over the residual stream."""
+    return model_tensors(model, "dense")
+
+
+def fold_projection(tensors: dict[str, np.ndarray], w: np.ndarray) -> dict[str, np.ndarray]:
+    """The d-dimensional model that `W` makes of `tensors` (see the module docstring), plus `W`."""
+    w = np.asarray(w, np.float64)
+    folded = {}
+    for name, tensor in tensors.items():
+        t = np.asarray(tensor, np.float64)
+        if _WRITES.search(name):
+            folded[name] = t @ w
+        elif _READS.search(name):
+            folded[name] = w.T @ t
+        else:
+            raise ValueError(f"tensor {name!r} neither reads nor writes the residual stream")
+    folded[PROJECTION] = w
+    return {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in folded.items()}
+
+
+def forward_metadata(model: CompiledModel) -> dict:
+    """What `forward` needs besides the tensors."""
+    encoder = model.input_encoder
+    return {
+        "causal": bool(model.config.causal),
+        "bos_id": encoder.bos_id,
+        "pad_id": encoder.pad_id,
+        "numerical_output": bool(model.config.numerical_output),
+        "activations": {str(i): layer.activation for i, layer in enumerate(model.config.layers)
+                        if isinstance(layer, MLPSpec)},
+    }
+
+
+def to_bytes(tensors: dict[str, np.ndarray], metadata: dict) -> bytes:
+    """Deterministic safetensors bytes (sorted header, tensors in name order)."""
+    text = json.dumps(metadata, sort_keys=True, separators=(",", ":"))
+    return safetensors_bytes(tensors, {"zoo_model": text})
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def from_bytes(data: bytes) -> tuple[dict[str, np.ndarray], dict]:
+    """(tensors, forward metadata) of a record's `weights` column."""
+    tensors = safetensors.numpy.load(data)
+    header_length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + header_length])
+    return tensors, json.loads(header["__metadata__"]["zoo_model"])
+
+
+def forward(tensors: dict[str, np.ndarray], metadata: dict, ids: np.ndarray) -> np.ndarray:
+    """Outputs for token ids `[batch, T]` (BOS first, PAD after the end): `[batch, T, n_out]`
+    logits, or `[batch, T]` values for a numerical output. Float32, as the compiled model.
+    """
+    t = {name: np.asarray(value, np.float32) for name, value in tensors.items()}
+    ids = np.asarray(ids)
+    length = ids.shape[-1]
+    stream = t[f"{MODULE_NAME}/embed/token"][ids] + t[f"{MODULE_NAME}/embed/position"][:length]
+    mask = (ids != metadata["pad_id"])[..., None, :]
+    if metadata["causal"]:
+        mask = mask & np.tril(np.ones((length, length), dtype=bool))
+    heads: dict[int, dict[int, dict[str, np.ndarray]]] = {}
+    mlps: dict[int, dict[str, np.ndarray]] = {}
+    for name, value in t.items():
+        if match := _HEAD.match(name):
+            heads.setdefault(int(match[1]), {}).setdefault(int(match[2]), {})[match[3]] = value
+        elif match := _MLP.match(name):
+            mlps.setdefault(int(match[1]), {})[match[2]] = value
+    for index in sorted(set(heads) | set(mlps)):
+        if index in heads:
+            delta = np.zeros_like(stream)
+            for h in sorted(heads[index]):
+                w = heads[index][h]
+                scores = np.where(mask, (stream @ w["q"]) @ np.swapaxes(stream @ w["k"], -1, -2), np.float32(MASKED_LOGIT))
+                delta = delta + (softmax(scores) @ (stream @ w["v"])) @ w["o"]
+        else:
+            activation = metadata["activations"].get(str(index), "relu")
+            delta = activate(activation, stream @ mlps[index]["in"]) @ mlps[index]["out"]
+        stream = stream + delta
+    logits = stream @ t[f"{MODULE_NAME}/unembed/w_u"]
+    return logits[..., 0] if metadata["numerical_output"] else logits

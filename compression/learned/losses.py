@@ -1,0 +1,188 @@
+"""The compression objective: the paper's L_out + L_layer (section 5.1), and one that prefers exact models.
+
+Every term averages over the *valid* positions of a batch only: BOS (position 0) and PAD
+positions carry no program value and are ignored.
+
+The paper's objective (``LossConfig()``):
+
+* ``L_out``: softmax cross-entropy of the compressed logits against the compiled model's output
+  (its argmax as a one-hot label, or its softmax distribution) for categorical programs; mean
+  squared error against the compiled values for numerical programs.
+* ``L_layer``: sum over layers of the squared distance between the compiled model's vector and
+  the compressed model's decompressed one. With ``layer_target="outputs"`` (default) the vectors
+  are what each sub-layer writes into the stream — the paper's "output vectors at layer i" — taken
+  as differences of consecutive residual snapshots: for the compressed model that is
+  ``delta @ W @ W.T``, the sub-layer's output written through W and read back. With
+  ``"residuals"`` they are the whole residual streams after each sub-layer (``r @ W.T``).
+  Per position the squared distance is summed (``layer_reduction="sum"``) or averaged
+  (``"mean"``) over the D coordinates, then averaged over positions.
+
+That objective can prefer a wrong model to an exact one. A W that stores values in superposition
+(``W Wᵀ`` not the identity) reads every value right and still pays ``L_layer``, because
+``delta @ W @ W.T`` differs from ``delta``; and cross-entropy keeps pushing correct logits apart
+when the compiled model's own logits are only 1 apart. On ``length`` at 10/10 an exact packed W
+had a higher loss than a W that outputs a constant. The exactness objective
+(``LossConfig.exact()``) is 0 for every W under which the model reads right:
+
+* ``categorical_target="margin"``: per position, with ``g`` the logit gap (the compiled argmax's
+  logit minus the largest other) of the compressed model and ``g_ref`` the compiled model's, the
+  squared hinge ``relu(margin * g_ref - g)**2 / g_ref**2``: zero once the right value wins by a
+  margin, whatever the logits' scale;
+* ``layer_target="written"``: per sub-layer, what it computes in residual coordinates *before* W
+  writes it (``ModelOutput.written``) against the compiled sub-layer output: a thresholded lookup
+  whose pre-activations keep their sign writes exactly the compiled output, so the term is a
+  margin on those pre-activations, and it is 0 when every read is right;
+* ``attention_weight``: the KL divergence of the compressed attention patterns from the compiled
+  ones, i.e. a term on the attention logits that is 0 when every head attends as compiled.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+
+from compression.learned.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
+from compression.learned.frozen import FrozenModel, OutputKind
+
+
+# A compiled logit gap below this is a tie up to rounding: no winner for the margin term to keep.
+TIE_GAP = 1e-3
+
+
+def position_mask(ids: jax.Array, bos_id: int, pad_id: int) -> jax.Array:
+    """``[B, T]`` float mask, 1 where the position holds a real input token."""
+    return ((ids != bos_id) & (ids != pad_id)).astype(jnp.float32)
+
+
+def _masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
+    return jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def output_loss(
+    predicted: jax.Array,
+    target: jax.Array,
+    mask: jax.Array,
+    kind: OutputKind,
+    categorical_target: CategoricalTarget = "argmax",
+    margin: float = 0.5,
+) -> jax.Array:
+    """L_out for one batch: cross-entropy or logit-gap margin (categorical) or MSE (numerical)
+    over valid positions."""
+    if kind == "numerical":
+        return _masked_mean(jnp.square(predicted - target), mask)
+    if categorical_target == "margin":
+        return margin_loss(predicted, target, mask, margin)
+    if categorical_target == "argmax":
+        labels = jax.nn.one_hot(jnp.argmax(target, axis=-1), target.shape[-1], dtype=predicted.dtype)
+    elif categorical_target == "distribution":
+        labels = jax.nn.softmax(target, axis=-1)
+    else:
+        raise ValueError(f"unknown categorical_target {categorical_target!r}")
+    per_position = -jnp.sum(labels * jax.nn.log_softmax(predicted, axis=-1), axis=-1)
+    return _masked_mean(per_position, mask)
+
+
+def logit_gap(logits: jax.Array, label: jax.Array) -> jax.Array:
+    """``logits[label] - max(other logits)`` per position (``label``: ``[...]`` int indices)."""
+    right = jnp.take_along_axis(logits, label[..., None], axis=-1)[..., 0]
+    others = jnp.where(jax.nn.one_hot(label, logits.shape[-1], dtype=bool), -jnp.inf, logits)
+    return right - jnp.max(others, axis=-1)
+
+
+def margin_loss(predicted: jax.Array, target: jax.Array, mask: jax.Array, margin: float) -> jax.Array:
+    """Squared hinge on the compressed logit gap below ``margin`` times the compiled gap, relative to
+    the compiled gap; positions where the compiled model has no clear winner (gap below
+    ``TIE_GAP``, rounding of a tie) or has one class are skipped."""
+    if target.shape[-1] < 2:
+        return jnp.zeros((), jnp.float32)
+    label = jnp.argmax(target, axis=-1)
+    reference = logit_gap(target, label)
+    clear = reference > TIE_GAP
+    safe = jnp.where(clear, reference, 1.0)
+    shortfall = jax.nn.relu(margin * safe - logit_gap(predicted, label)) / safe
+    return _masked_mean(jnp.where(clear, jnp.square(shortfall), 0.0), mask * clear)
+
+
+def attention_loss(predicted: Sequence[jax.Array], target: Sequence[jax.Array], mask: jax.Array) -> jax.Array:
+    """Sum over attention sub-layers of ``KL(compiled pattern || compressed pattern)``, averaged
+    over heads and valid query positions (patterns ``[B, H, T, T]``, mask ``[B, T]``)."""
+    total = jnp.zeros((), jnp.float32)
+    for pred, ref in zip(predicted, target):
+        if pred.shape[-3] == 0:  # a sub-layer without heads
+            continue
+        kl = jnp.sum(jnp.where(ref > 0, ref * (jnp.log(jnp.where(ref > 0, ref, 1.0)) - jnp.log(pred + 1e-30)), 0.0),
+                     axis=-1)  # [B, H, T]
+        total = total + _masked_mean(jnp.mean(kl, axis=-2), mask)
+    return total
+
+
+def layer_vectors(residuals: Sequence[jax.Array], target: LayerTarget, include_embedding: bool) -> list[jax.Array]:
+    """The per-layer vectors L_layer compares, from residual snapshots (embedding first).
+
+    ``"outputs"``: ``residuals[i] - residuals[i - 1]`` for every sub-layer ``i``;
+    ``"residuals"``: the snapshots after each sub-layer. ``include_embedding`` prepends
+    ``residuals[0]`` (the embedding's output).
+    """
+    if target in ("outputs", "written"):  # "written": the compiled model's outputs are the same
+        vectors = [after - before for before, after in zip(residuals[:-1], residuals[1:])]
+    elif target == "residuals":
+        vectors = list(residuals[1:])
+    else:
+        raise ValueError(f"unknown layer_target {target!r}; use outputs, residuals or written")
+    return ([residuals[0]] if include_embedding else []) + vectors
+
+
+def layer_loss(
+    predicted: Sequence[jax.Array],
+    target: Sequence[jax.Array],
+    mask: jax.Array,
+    reduction: LayerReduction = "sum",
+) -> jax.Array:
+    """Sum over layers of the masked mean over positions of the squared distance.
+
+    ``predicted``/``target`` are matching lists of ``[B, T, D]`` vectors (see
+    :func:`layer_vectors`); ``reduction`` sums or averages the D coordinates.
+    """
+    if len(predicted) != len(target):
+        raise ValueError(f"got {len(predicted)} predicted and {len(target)} target layer vectors")
+    reduce = {"sum": jnp.sum, "mean": jnp.mean}.get(reduction)
+    if reduce is None:
+        raise ValueError(f"unknown layer_reduction {reduction!r}; use sum or mean")
+    total = jnp.zeros((), jnp.float32)
+    for pred, ref in zip(predicted, target):
+        total = total + _masked_mean(reduce(jnp.square(pred - ref), axis=-1), mask)
+    return total
+
+
+def compression_loss(
+    projection: jax.Array, model: FrozenModel, ids: jax.Array, config: LossConfig
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Weighted objective for one batch of ids and its parts ``{"out", "layer", "total"}``.
+
+    The compiled model's outputs are computed here (no gradient flows into them), so the function
+    needs only ids; it is what the training step differentiates with respect to ``projection``.
+    """
+    reference = model.forward(model.params, ids)
+    ref_output = jax.lax.stop_gradient(reference.output)
+    ref_residuals = [jax.lax.stop_gradient(r) for r in reference.residuals]
+    compressed = model.forward(model.params, ids, projection=projection)
+    mask = position_mask(ids, model.bos_id, model.pad_id)
+    l_out = output_loss(compressed.output, ref_output, mask, model.output_kind, config.categorical_target,
+                        config.margin)
+    reference_layers = layer_vectors(ref_residuals, config.layer_target, config.include_embedding)
+    if config.layer_target == "written":
+        # the embedding reads nothing, so what it computes is the compiled embedding: no term
+        predicted = list(compressed.written)
+        reference_layers = reference_layers[len(reference_layers) - len(predicted):]
+    else:
+        predicted = layer_vectors(compressed.residuals, config.layer_target, config.include_embedding)
+    l_layer = layer_loss(predicted, reference_layers, mask, config.layer_reduction)
+    total = config.out_weight * l_out + config.layer_weight * l_layer
+    parts = {"out": l_out, "layer": l_layer}
+    if config.attention_weight:  # static: the paper's objective never touches the patterns
+        l_attention = attention_loss(compressed.attention, [jax.lax.stop_gradient(a) for a in reference.attention],
+                                     mask)
+        total = total + config.attention_weight * l_attention
+    return total, {**parts, "total": total}

@@ -1,0 +1,93 @@
+"""The staged benchmark models are exact; the perfect SAE scores 1.0 and keeps outputs exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
+from compiler.lab.features.evaluation import output_accuracy, rasp_references
+from compiler.lab.features.metrics import data_profile, ground_truth, perfect_coder, synthetic_scores
+from compiler.lab.features.sites import Site, SiteRunner
+from compiler.lab.features.splice import causal_use, spliced_accuracy
+from compiler.lab.features.stages import STAGES, build_stage, sample_ids
+from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations
+
+
+@pytest.fixture(scope="module")
+def stage_1k():
+    return build_stage(STAGES["1k"])
+
+
+def exact_on_samples(stage, count: int, seed: int, zipf: float) -> float:
+    ids = sample_ids(stage.compiled, count, seed=seed, zipf=zipf)
+    refs = rasp_references(stage.compiled, stage.programs, ids)
+    runner = SiteRunner(stage.compiled, stage.projection)
+    output = np.concatenate([np.asarray(runner.output(ids[s:s + 2500])) for s in range(0, count, 2500)])
+    return output_accuracy(stage.compiled, refs, output).sequence
+
+
+def test_1k_model_has_1k_features_in_superposition_and_is_exact_on_10000_inputs(stage_1k):
+    model = stage_1k.compiled
+    last = Site("resid", len(model.config.layers))
+    dictionary = true_dictionary(model, last, stage_1k.projection)
+    assert dictionary.num_features >= 1_000
+    assert stage_1k.d < dictionary.num_features / 5  # d = 176: more than 6 features per dimension
+    assert stage_1k.claims_exact  # the interference bound's guarantee ...
+    assert exact_on_samples(stage_1k, 10_000, seed=1, zipf=1.0) == 1.0  # ... and measured
+    ids = sample_ids(model, 500, seed=2)
+    check = check_dictionaries(model, [dictionary], ids, stage_1k.projection)[0]
+    assert check.max_abs_error < 1e-5
+
+
+def test_perfect_sae_scores_one_and_keeps_outputs_exact(stage_1k, tmp_path):
+    model, w = stage_1k.compiled, stage_1k.projection
+    site = Site("resid", len(model.config.layers))
+    dictionary = true_dictionary(model, site, w)
+    report = stream_activations(model, site, tmp_path, 8_000, w, batch_inputs=1024, shard_tokens=3_000,
+                                progress=False)
+    assert report.shards == 3
+    reader = ShardReader(tmp_path)
+    occurring, dense_range = data_profile(reader.batches(4096, ("code_index", "dense_codes")), dictionary.num_features)
+    truth = ground_truth(dictionary, occurring, dense_range)
+    coder = perfect_coder(truth)
+
+    def batches():
+        for b in reader.batches(4096, ("activations", "code_index", "code_value", "dense_codes")):
+            codes = dense_codes(b["code_index"], b["code_value"], dictionary.num_features)
+            yield b["activations"], truth.codes(codes, b["dense_codes"])
+
+    scores = synthetic_scores(coder, truth, batches())
+    assert scores.sae_l0 == scores.true_l0 == 22.0  # one value per s-op present: tokens, 15 mix, 4 low, 2 same
+    assert scores.dead_latents == 0
+    for value in (scores.mcc, scores.uniqueness, scores.shrinkage, scores.explained_variance,
+                  scores.classification.precision, scores.classification.recall,
+                  scores.classification.f1_score, scores.classification.accuracy):
+        assert value == pytest.approx(1.0, abs=1e-5)
+    ids = sample_ids(model, 500, seed=3)
+    refs = rasp_references(model, stage_1k.programs, ids)
+    assert spliced_accuracy(model, coder, refs, site, w).sequence == 1.0
+    use = causal_use(model, dictionary, coder, ids, w, examples=1, truth=truth)
+    assert use.used > 900 and use.fraction == 1.0
+
+
+def test_a_wrong_dictionary_is_caught(stage_1k):
+    """The checks are not vacuous: shuffled feature vectors score low and break the outputs."""
+    model, w = stage_1k.compiled, stage_1k.projection
+    site = Site("resid", len(model.config.layers))
+    truth = ground_truth(true_dictionary(model, site, w))
+    coder = perfect_coder(truth)
+    rng = np.random.default_rng(0)
+    shuffled = type(coder)(coder.w_enc, coder.b_enc, coder.threshold, coder.w_dec[rng.permutation(len(coder.w_dec))],
+                           coder.b_dec)
+    ids = sample_ids(model, 200, seed=4)
+    refs = rasp_references(model, stage_1k.programs, ids)
+    assert spliced_accuracy(model, shuffled, refs, site, w).sequence < 0.5
+
+
+@pytest.mark.slow
+def test_16k_model_is_exact_on_10000_inputs():
+    stage = build_stage(STAGES["16k"])
+    dictionary = true_dictionary(stage.compiled, Site("resid", len(stage.compiled.config.layers)), stage.projection)
+    assert dictionary.num_features >= 16_384 and stage.d <= 768 and stage.claims_exact
+    assert exact_on_samples(stage, 10_000, seed=1, zipf=1.0) == 1.0

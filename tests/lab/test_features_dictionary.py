@@ -1,0 +1,81 @@
+"""The true dictionary reproduces site activations: codes x dictionary == activations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
+from compiler.lab.features.sites import Site, SiteRunner, residual_sites
+from compression.analytic import packed_projection, packed_width, residual_structure
+from compression.learned.sampling import enumerate_inputs
+from compression.task import frac_prevs_task, sort_unique_task
+
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {"frac_prevs": frac_prevs_task(), "sort_unique": sort_unique_task(5, 5)}
+
+
+def packed(task):
+    structure = residual_structure(task.compiled)
+    return packed_projection(structure, packed_width(structure))
+
+
+@pytest.mark.parametrize("name", ["frac_prevs", "sort_unique"])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_codes_times_dictionary_is_the_activation_at_every_site(tasks, name, compressed):
+    task = tasks[name]
+    model = task.compiled
+    w = packed(task) if compressed else None
+    ids = enumerate_inputs(task.space)[::7]  # every length, a few hundred inputs
+    sites = list(residual_sites(model))
+    sites += [Site("mlp", i) for i, layer in enumerate(model.config.layers)
+              if getattr(layer, "w_in", None) is not None and layer.w_in.shape[1]]
+    dictionaries = [true_dictionary(model, site, w) for site in sites]
+    for site, check in zip(sites, check_dictionaries(model, dictionaries, ids, w)):
+        assert check.positions > 150
+        assert check.max_activation > 0.5, site
+        assert check.max_abs_error <= TOLERANCE * max(1.0, check.max_activation), (site, check)
+
+
+def test_exact_model_dictionary_is_the_labelled_basis(tasks):
+    model = tasks["frac_prevs"].compiled
+    last = Site("resid", len(model.config.layers))
+    dictionary = true_dictionary(model, last)
+    assert set(dictionary.labels) == {"tokens:a", "tokens:b", "tokens:c", "tokens:x"}
+    assert {"one", "indices:0", "frac_prevs"} <= set(dictionary.dense_labels)
+    np.testing.assert_array_equal(dictionary.vectors, np.eye(len(model.residual_labels))[dictionary.coords])
+    embedding = true_dictionary(model, Site("resid", 0))
+    assert "frac_prevs" not in embedding.dense_labels  # written by the last layer, absent at the embedding
+
+
+def test_compressed_dictionary_rows_are_rows_of_w_and_unread_values_are_dropped(tasks):
+    task = tasks["sort_unique"]
+    w = packed(task)
+    dictionary = true_dictionary(task.compiled, Site("resid", len(task.compiled.config.layers)), w)
+    np.testing.assert_array_equal(dictionary.vectors, w[dictionary.coords])
+    assert dictionary.width == w.shape[1] < len(task.compiled.residual_labels)
+    assert all(not np.any(w[task.compiled.residual_labels.index(label)]) for label in dictionary.dropped)
+
+
+def test_splicing_the_site_activation_back_changes_nothing(tasks):
+    task = tasks["sort_unique"]
+    w = packed(task)
+    runner = SiteRunner(task.compiled, w)
+    ids = enumerate_inputs(task.space)[::11]
+    site = Site("resid", 2)
+    spliced = runner.spliced_output(ids, site, runner.activations(ids, site))
+    np.testing.assert_allclose(np.asarray(spliced), np.asarray(runner.output(ids)), atol=1e-5)
+
+
+def test_bad_sites_are_refused_with_the_valid_range(tasks):
+    model = tasks["frac_prevs"].compiled
+    with pytest.raises(ValueError, match="snapshots of this model are 0..4"):
+        true_dictionary(model, Site("resid", 9))
+    with pytest.raises(ValueError, match="not a non-empty MLP"):
+        true_dictionary(model, Site("mlp", 0))
+    with pytest.raises(ValueError, match="rows"):
+        true_dictionary(model, Site("resid", 1), np.zeros((3, 2), np.float32))
