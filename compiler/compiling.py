@@ -27,10 +27,11 @@ from compiler.passes.layout import lay_out
 from compiler.passes.lower import LoweringOptions, lower, output_space
 from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.outputs import Outputs
+from compiler.passes.joint_selectors import join_selectors
+from compiler.passes.readout import trace_values
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes
 from compiler.passes.sums import expand_sums
 from compiler.passes.validate import check_graph, warn_causal_semantics
-from compiler.passes.values import infer_values
 from craft.bases import bos_direction, value_sort_key
 from craft.blocks import SeriesWithResiduals
 from craft.chamber.numerical_mlp import MIN_SHARPNESS
@@ -187,9 +188,8 @@ def compile_rasp(
         )
     bos = bos_direction(compiler_bos)
     merged, merges = optimize_program(_root(program), passes)
-    traced = g.trace(expand_sums(discretise_numerical_inputs(merged), max_seq_len))
+    traced = trace_values(expand_sums(discretise_numerical_inputs(join_selectors(merged)), max_seq_len), tokens, max_seq_len)
     record(traced, merges)
-    infer_values(traced, tokens, max_seq_len)
     fused = fuse_elementwise(traced)
     problems = check_graph(traced, fused, causal, bos, causal_strict=causal_strict, passes=passes)
     if problems:

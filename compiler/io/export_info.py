@@ -85,9 +85,29 @@ class ExportInfo:
             raise ExportError(
                 "this export cannot mask PAD keys (its projection does not keep the 'one' and "
                 "'tokens:PAD' directions on axes of their own), so sequences of different lengths "
-                "cannot share a batch; run one batch per length"
+                "cannot share a batch; run one batch per length, or use encode_with_mask(batch) "
+                "and pass its attention_mask to the model"
             )
         return ids
+
+    def encode_with_mask(self, batch: Sequence[Sequence[Hashable]]) -> tuple[np.ndarray, np.ndarray]:
+        """`(ids, attention_mask)` of a padded batch: the mask is 1 on real tokens, 0 on PAD.
+
+        For exports that cannot mask PAD keys through the weights (`pad_mask_dim is None`): pass
+        `attention_mask=` with the ids. Raises `ExportError` on TransformerLens 3.x for a
+        bidirectional model, where `HookedTransformer` ignores `attention_mask` (run one batch per
+        length there).
+        """
+        ids = self.input_encoder.encode_batch(batch)
+        version = self.transformer_lens_version or ""
+        padded = bool(np.any(ids == self.pad_id))
+        if padded and self.pad_mask_dim is None and version.startswith("3.") and not self.causal:
+            raise ExportError(
+                f"TransformerLens {version} ignores attention_mask in bidirectional models, and this "
+                "export cannot mask PAD keys through its weights; run one batch per length "
+                "(encode_batch), or use TransformerLens 4 (the export extra)"
+            )
+        return ids, (ids != self.pad_id).astype(np.int64)
 
     # -- outputs ---------------------------------------------------------------------------------
 

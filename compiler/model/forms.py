@@ -54,8 +54,9 @@ class OpCosts:
     scan: float
 
 
-# CPU: XLA on 2 cores (jax 0.8), float32 at HIGHEST precision. GPU figures are of an H100; a
-# TPU is costed like a GPU (dense products are what it does best).
+# CPU: measured with XLA on 2 shared cores (jax 0.10), float32 at HIGHEST precision. GPU: not
+# measured (no GPU was at hand), set from the usual ratios of a data-centre GPU, where a dense
+# multiply-add is hundreds of times cheaper than a gather or scatter; a TPU is costed the same.
 BACKENDS: dict[str, OpCosts] = {
     "cpu": OpCosts(matmul=0.08, gather=3.0, scatter=20.0, scan=13.0),
     "gpu": OpCosts(matmul=0.0005, gather=0.02, scatter=0.1, scan=0.05),

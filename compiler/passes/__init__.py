@@ -1,10 +1,12 @@
 """The compiler's passes, numpy and networkx only, in pipeline order.
 
-1. ``primitives``, ``discretise``: rewrite the RASP program (``length``; categorical copies of
-   numerical s-ops read as one-hots).
+1. ``primitives``, ``joint_selectors``, ``discretise``, ``sums``: rewrite the RASP program
+   (``length``; ``or`` over different s-ops as one joint lookup; categorical copies of numerical
+   s-ops read as one-hots; ``SumAggregate`` as a mean times a count).
 2. ``graph``: trace it into a networkx graph (``relabel`` makes labels unique); ``NodeKind``
    and the graph queries every pass shares.
-3. ``values``: infer every s-op's value set (``positional`` keeps them per position).
+3. ``values``: infer every s-op's value set (``positional`` keeps them per position);
+   ``readout`` reads a numerical output that can be None through a categorical copy.
 4. ``fuse``: fuse chains of elementwise operations.
 5. ``validate``: refuse what cannot be compiled exactly, with the reason (``selectors``
    normalises selectors; ``numerical_maps`` measures numerical Maps, reused by lowering).

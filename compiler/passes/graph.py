@@ -209,6 +209,24 @@ def sop_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
     return VectorSpaceWithBasis.from_values(label, node[nodes.VALUE_SET])
 
 
+NONE_SUFFIX = "_is_none"
+
+
+def none_direction(label: str) -> BasisDirection:
+    """The none flag of a numerical s-op that can be None (`craft.chamber.definedness`)."""
+    return BasisDirection(label + NONE_SUFFIX)
+
+
+def has_none_flag(graph: nx.DiGraph, label: str) -> bool:
+    """Whether the s-op is numerical and can be None, so it owns a none flag direction."""
+    return is_numerical(graph, label) and bool(graph.nodes[label].get(nodes.NULLABLE))
+
+
+def none_space(graph: nx.DiGraph, label: str) -> VectorSpaceWithBasis:
+    """The s-op's none flag as a space (empty when it has none)."""
+    return VectorSpaceWithBasis((none_direction(label),) if has_none_flag(graph, label) else ())
+
+
 def hidden_name(label: str) -> str:
     """The name of a node's MLP hidden directions (unique per node, so parallel MLPs merge)."""
     return f"{label}_hidden"

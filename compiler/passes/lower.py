@@ -19,10 +19,10 @@ from compiler.passes import graph as g
 from compiler.passes import nodes, selectors, sums
 from compiler.passes.numerical_maps import Diagonal, fit_numerical_map
 from compiler.passes.optimize import fold_maps
-from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, join_vector_spaces
+from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
-from craft.chamber import categorical_attn, categorical_mlp, counted_sum, numerical_mlp, selector_width
-from craft.maps import BilinearMap, FactoredBilinearMap, sum_matrices
+from craft.chamber import categorical_attn, categorical_mlp, counted_sum, definedness, numerical_mlp, selector_width
+from craft.maps import BilinearMap, FactoredBilinearMap, LinearMap, sum_matrices, to_dense
 from rasp import rasp
 from rasp.functions import Composed
 
@@ -58,6 +58,9 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
     fn, (inner,) = g.operation(graph, label)
     in_space, out_space = output_space(graph, inner), output_space(graph, label)
     numerical_in, numerical_out = g.is_numerical(graph, inner), g.is_numerical(graph, label)
+    if numerical_in and not graph.nodes[inner][nodes.VALUE_SET]:  # always None: writes nothing
+        hidden = VectorSpaceWithBasis((BasisDirection(g.hidden_name(label), "never"),))
+        return MLP(LinearMap.zero(in_space, hidden), LinearMap.zero(hidden, out_space))
     if not numerical_in:
         if numerical_out:
             return categorical_mlp.map_categorical_to_numerical_mlp(
@@ -119,10 +122,19 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
     )
 
 
-def _leaf_qk(graph: nx.DiGraph, label: str, leaf: selectors.Leaf) -> BilinearMap | FactoredBilinearMap:
+def _leaf_qk(
+    graph: nx.DiGraph, label: str, leaf: selectors.Leaf, bos: BasisDirection
+) -> BilinearMap | FactoredBilinearMap:
     """One leaf's 0/1 predicate matrix; a standard comparison that fails on some value pair
-    (`<` between a str and an int) is redone through `CheckedPredicate`, which names the pair."""
+    (`<` between a str and an int) is redone through `CheckedPredicate`, which names the pair.
+
+    A leaf that selects pairs with a None side (`selectors.selects_none`, e.g. a negated Select)
+    over s-ops that can be None scores those pairs 1 too (`categorical_attn.selects_absent_qk`:
+    an empty one-hot is None)."""
     queries, keys = output_space(graph, leaf.queries), output_space(graph, leaf.keys)
+    nullable = graph.nodes[leaf.queries][nodes.NULLABLE] or graph.nodes[leaf.keys][nodes.NULLABLE]
+    if nullable and selectors.selects_none(leaf.predicate):
+        return categorical_attn.selects_absent_qk(queries, keys, leaf.predicate, ONE, bos)
     try:
         return categorical_attn.selector_qk(queries, keys, leaf.predicate)
     except CompilerError:
@@ -148,8 +160,62 @@ def _lower_sum(
     )
 
 
+def _none_results(fn, inputs: tuple[str, ...]):
+    """`fn` as "1 where it returns None" (None elsewhere: a table writes nothing there)."""
+    if len(inputs) == 1:
+        return lambda x: 1.0 if fn(x) is None else None
+    return lambda x, y: 1.0 if fn(x, y) is None else None
+
+
+def _with_none(graph: nx.DiGraph, label: str, mlp: MLP, options: LoweringOptions) -> MLP:
+    """An elementwise node's MLP, carrying None (`craft.chamber.definedness`).
+
+    Its hidden units are silenced where a numerical input is None; a numerical output that can
+    be None gets its none flag: set where an input is None, or where a lookup table's function
+    returns None.
+    """
+    fn, inputs = g.operation(graph, label)
+    inputs = tuple(dict.fromkeys(inputs))
+    flags = [g.none_direction(i) for i in inputs if g.has_none_flag(graph, i)]
+    if options.bos in mlp.input_space:
+        mlp = definedness.gate_like_bos(mlp, options.bos, flags)
+    elif flags:
+        magnitude = {
+            BasisDirection(i): max((abs(float(v)) for v in graph.nodes[i][nodes.VALUE_SET]), default=0.0)
+            for i in inputs
+            if g.is_numerical(graph, i)
+        }
+        mlp = definedness.gate_by_bound(mlp, flags, magnitude)
+    if not g.has_none_flag(graph, label):
+        return mlp
+    parts = [mlp]
+    one_hots = [output_space(graph, i) for i in inputs if graph.nodes[i][nodes.NULLABLE] and not g.is_numerical(graph, i)]
+    if one_hots or flags:
+        parts.append(
+            definedness.none_flag_mlp(
+                one_hots, flags, g.none_direction(label), ONE, options.bos, hidden_name=f"{label}_none_hidden"
+            )
+        )
+    if not any(g.is_numerical(graph, i) for i in inputs):  # a lookup table: f may return None
+        flag_space = g.none_space(graph, label)
+        spaces = [output_space(graph, i) for i in inputs]
+        op = _none_results(fn if len(g.operation(graph, label)[1]) == len(inputs) else Diagonal(fn), inputs)
+        if len(inputs) == 1:
+            table = categorical_mlp.map_categorical_to_numerical_mlp(
+                spaces[0], flag_space, op, hidden_name=f"{label}_none_table", one_space=options.one_space
+            )
+        else:
+            table = categorical_mlp.sequence_map_categorical_mlp(
+                spaces[0], spaces[1], flag_space, op, options.one_space,
+                hidden_name=f"{label}_none_table", pairs=graph.nodes[label].get(nodes.TABLE_PAIRS),
+            )
+        if np.any(to_dense(table.second.matrix)):  # f returns None somewhere
+            parts.append(table)
+    return MLP.combine_in_parallel(parts) if len(parts) > 1 else mlp
+
+
 def direct_attention(
-    graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None
+    graph: nx.DiGraph, selector: rasp.Selector, folds: dict | None = None, bos: BasisDirection | None = None
 ) -> tuple[BilinearMap | FactoredBilinearMap, int]:
     """The summed 0/1 predicate matrix of a selector's conjunction, and its number of leaves.
 
@@ -158,7 +224,8 @@ def direct_attention(
     leaves = selectors.conjunction(selector)
     if folds:
         leaves = fold_maps.fold_leaves(leaves, folds)
-    parts = [_leaf_qk(graph, selector.label, leaf) for leaf in leaves]
+    bos = bos_direction() if bos is None else bos
+    parts = [_leaf_qk(graph, selector.label, leaf, bos) for leaf in leaves]
     query_space = join_vector_spaces(*(p.left_space for p in parts))
     key_space = join_vector_spaces(*(p.right_space for p in parts))
     if any(isinstance(p, FactoredBilinearMap) for p in parts):  # large: factors side by side
@@ -173,7 +240,7 @@ def _lower_aggregate(
 ) -> AttentionHead | MultiAttentionHead:
     expr = graph.nodes[label][nodes.EXPR]
     folds = graph.nodes[label].get(nodes.FOLDED_MAPS, {})
-    direct, n_terms = direct_attention(graph, expr.selector, folds)
+    direct, n_terms = direct_attention(graph, expr.selector, folds, options.bos)
     out_space = output_space(graph, label)
     written = graph.nodes[label].get(nodes.FOLDED_OUTPUT)  # a Map of this head's output, folded in
     if expr.sop.label in folds or written is not None:
@@ -197,6 +264,10 @@ def _lower_aggregate(
         always_attend_to_bos=False,
         coldness=options.coldness,
     )
+    flag = g.none_space(graph, label)
+    if flag.num_dims:  # a numerical mean that is None where nothing is selected: BOS sets the flag
+        out_space = join_vector_spaces(out_space, flag)
+        head = AttentionHead(head.w_qk, head.w_ov.on_spaces(head.w_ov.input_space, out_space), causal=head.causal)
     default_row = _default_row(graph, label, out_space)
     if default_row is None:
         return head
@@ -213,8 +284,10 @@ def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis)
     if not needs_bos_default(graph, label):
         return None
     row = np.zeros(out_space.num_dims)
-    if g.is_numerical(graph, label):
-        row[0] = float(expr.default)
+    if g.is_numerical(graph, label) and expr.default is None:
+        row[out_space.index(g.none_direction(label))] = 1.0
+    elif g.is_numerical(graph, label):
+        row[out_space.index(BasisDirection(label))] = float(expr.default)
     else:
         row[out_space.index(BasisDirection(label, expr.default))] = 1.0
     return row
@@ -242,7 +315,7 @@ def _lower_selector_width(
     graph: nx.DiGraph, label: str, options: LoweringOptions
 ) -> tuple[AttentionHead, MLP]:
     expr = graph.nodes[label][nodes.EXPR]
-    direct, n_terms = direct_attention(graph, expr.selector, graph.nodes[label].get(nodes.FOLDED_MAPS))
+    direct, n_terms = direct_attention(graph, expr.selector, graph.nodes[label].get(nodes.FOLDED_MAPS), options.bos)
     return selector_width.selector_width(
         direct,
         n_terms,
@@ -265,9 +338,9 @@ def lower(graph: nx.DiGraph, options: LoweringOptions) -> None:
         if kind.embedded:
             blocks: tuple = ()
         elif kind is g.NodeKind.MAP:
-            blocks = ((1, _lower_map(graph, label, options)),)
+            blocks = ((1, _with_none(graph, label, _lower_map(graph, label, options), options)),)
         elif kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
-            blocks = ((1, _lower_sequence_map(graph, label, options)),)
+            blocks = ((1, _with_none(graph, label, _lower_sequence_map(graph, label, options), options)),)
         elif kind is g.NodeKind.AGGREGATE:
             blocks = ((0, _lower_aggregate(graph, label, options)),)
         elif kind is g.NodeKind.SELECTOR_WIDTH:

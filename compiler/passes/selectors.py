@@ -6,7 +6,8 @@ every unselected key a lower one. Summing 0/1 predicate matrices gives that for 
 normalised here into such a conjunction: `not` is pushed into the leaf predicates, `or` (and
 `not and`) is allowed when its operands read the same keys and queries (one combined predicate),
 and leaves over the same keys and queries are merged. Anything else has no sound single-head
-construction and is refused with the product-s-op rewrite as advice.
+construction over the s-ops it reads; `compiler.passes.joint_selectors` rewrites such selectors
+into one leaf over packed s-ops before tracing.
 """
 
 from __future__ import annotations
@@ -148,6 +149,22 @@ def _merge(leaves: list[Leaf]) -> tuple[Leaf, ...]:
                      any(leaf.negated for leaf in group))
             )
     return tuple(merged)
+
+
+def selects_none(predicate: Predicate) -> bool:
+    """Whether a leaf with this predicate selects a pair whose key or query is None.
+
+    A `Select` never selects such a pair; `not` flips that (`~select` selects it), `and` / `or`
+    combine it. Any other predicate (a comparison, a user function, a folded predicate) is one
+    `Select`'s: it does not.
+    """
+    if isinstance(predicate, PredicateNot):
+        return not selects_none(predicate.inner)
+    if isinstance(predicate, PredicateAnd):
+        return selects_none(predicate.fst) and selects_none(predicate.snd)
+    if isinstance(predicate, PredicateOr):
+        return selects_none(predicate.fst) or selects_none(predicate.snd)
+    return False
 
 
 def _safe_call(label: str, predicate: Predicate, key: Any, query: Any) -> bool:

@@ -23,8 +23,10 @@ from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.numerical_maps import fit_numerical_map, numerical_map_operation
 from compiler.passes.optimize import fold_maps, optimize_graph, selected_passes
+from compiler.passes import joint_selectors
+from compiler.passes.joint_selectors import join_selectors
+from compiler.passes.readout import trace_values
 from compiler.passes.sums import expand_sums
-from compiler.passes.values import infer_values
 from craft.bases import BasisDirection, bos_direction
 from craft.chamber import numerical_mlp
 from craft.chamber.numerical_fit import NUMERICAL_MAP_TOLERANCE, measurable_values
@@ -50,8 +52,8 @@ def validate(
     (see `causal_notes`); with `causal_strict=True` it is a problem instead.
     """
     try:
-        graph = g.trace(expand_sums(discretise_numerical_inputs(program), max_seq_len))
-        infer_values(graph, vocab, max_seq_len)
+        prepared = expand_sums(discretise_numerical_inputs(join_selectors(program)), max_seq_len)
+        graph = trace_values(prepared, vocab, max_seq_len)
     except UnsupportedProgramError as error:
         return list(error.problems)
     except CompilerError as error:
@@ -128,10 +130,17 @@ def check_graph(
             continue
         if label in inaccurate:
             problems.append(inaccurate[label])
+        if g.has_none_flag(graph, label) and (kind.embedded or label in graph.graph[nodes.SINKS]):
+            where = "an output" if label in graph.graph[nodes.SINKS] else "a constant"
+            problems.append(
+                f"{label}: {where} that is numerical and can be None; a numerical "
+                f"{'output' if label in graph.graph[nodes.SINKS] else 'embedding'} holds a "
+                "number only. Make it categorical, or map None to a number first (e.g. an "
+                "Aggregate default of 0)"
+            )
         if kind is g.NodeKind.MAP:
             problems += _check_map(graph, node[nodes.EXPR])
-        elif kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
-            problems += _check_sequence_map(graph, node[nodes.EXPR])
+            problems += _check_fused_resolvable(fused, label)
         elif kind is g.NodeKind.AGGREGATE:
             problems += _check_selector(graph, node[nodes.EXPR], causal, causal_strict, notes)
             problems += _check_aggregate(graph, node[nodes.EXPR])
@@ -166,8 +175,13 @@ def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[
     found, fits = {}, {}
     for label in g.sop_nodes(fused):
         operation = numerical_map_operation(fused, label)
-        if operation is None or _nullable(fused, operation[1]) or _nullable(fused, label):
-            continue  # None problems are reported by the Map checks
+        if operation is None:
+            continue
+        try:
+            if any(operation[0](x) is None for x in fused.nodes[operation[1]][nodes.VALUE_SET]):
+                continue  # a function returning None is reported by the Map checks
+        except Exception:  # noqa: BLE001 - reported by value inference
+            continue
         try:
             fit = fit_numerical_map(fused, label, 100.0, bos)
         except (TypeError, ValueError):
@@ -310,22 +324,43 @@ def _nullable(graph: nx.DiGraph, label: str) -> bool:
     return bool(graph.nodes[label][nodes.NULLABLE])
 
 
+def _returns_none(graph: nx.DiGraph, expr: rasp.Map) -> bool:
+    """Whether the Map's function returns None on a (non-None) value its input takes."""
+    try:
+        return any(expr.f(x) is None for x in graph.nodes[expr.inner.label][nodes.VALUE_SET])
+    except Exception:  # noqa: BLE001 - value inference already called f on every value
+        return True
+
+
 def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
+    # A numerical Map that can be None carries a none flag (`craft.chamber.definedness`): an
+    # input None silences its MLP and sets the flag; a lookup table (categorical input) also sets
+    # it where the function returns None. A discretising MLP (numerical input) cannot.
     problems = []
-    if rasp.is_numerical(expr) and _nullable(graph, expr.inner.label):
+    numerical_in = _encoding(graph, expr.inner.label) == "numerical"
+    if rasp.is_numerical(expr) and numerical_in and _nullable(graph, expr.label) and _returns_none(graph, expr):
         problems.append(
-            f"{expr.label}: numerical Map of {expr.inner.label}, which can be None (an Aggregate "
-            "that selects nothing); a numerical direction cannot hold None. Give the Aggregate a "
-            "selector that always selects, or keep this Map categorical"
+            f"{expr.label}: numerical Map of the numerical s-op {expr.inner.label} whose function "
+            "returns None on some of its values; return a number instead (or make the Map "
+            "categorical)"
         )
-    elif rasp.is_numerical(expr) and _nullable(graph, expr.label):
-        problems.append(
-            f"{expr.label}: numerical Map whose function returns None; return a number instead"
-        )
-    elif _encoding(graph, expr.inner.label) == "numerical" and not rasp.is_numerical(expr):
+    elif numerical_in and not rasp.is_numerical(expr):
         # (numerical -> numerical Maps are measured instead: _inaccurate_numerical_maps)
         problems += _check_resolvable(graph, expr.label, expr.f, expr.inner.label)
     return problems
+
+
+def _check_fused_resolvable(fused: nx.DiGraph, label: str) -> list[str]:
+    """`_check_resolvable` on the MLP lowering builds: a Map fused onto a numerical -> numerical
+    Map reads that Map's input, whose values may be closer than the intermediate's (e.g. two
+    floats that one number rounded to, which `x // 2` then sends to different results)."""
+    node = fused.nodes.get(label)
+    if node is None or not node.get(nodes.FUSED) or node[nodes.KIND] is not g.NodeKind.MAP:
+        return []
+    fn, (inner,) = g.operation(fused, label)
+    if _encoding(fused, inner) != "numerical" or rasp.is_numerical(node[nodes.EXPR]):
+        return []
+    return _check_resolvable(fused, label, fn, inner)
 
 
 def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list[str]:
@@ -334,8 +369,8 @@ def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list
     Neighbouring input values closer than float32 resolves (typically one real number that
     float64 rounding turned into two floats, e.g. a mean of means) cannot get different outputs.
     """
-    if _nullable(graph, inner) or not graph.nodes[inner][nodes.VALUE_SET]:
-        return []  # reported by the None checks; nothing to discretise
+    if not graph.nodes[inner][nodes.VALUE_SET]:
+        return []  # nothing to discretise
     numerical_out = rasp.is_numerical(graph.nodes[label][nodes.EXPR])
     outputs = None if numerical_out else sorted(graph.nodes[label][nodes.VALUE_SET], key=repr)
     try:
@@ -353,24 +388,6 @@ def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list
     ]
 
 
-def _check_sequence_map(graph: nx.DiGraph, expr: rasp.SequenceMap) -> list[str]:
-    # A numerical input reaches a SequenceMap only in an exact linear one: compiler.passes.discretise
-    # gives every other SequenceMap categorical copies of its numerical inputs.
-    problems = []
-    if rasp.is_numerical(expr) and (
-        _nullable(graph, expr.fst.label) or _nullable(graph, expr.snd.label)
-    ):
-        problems.append(
-            f"{expr.label}: numerical SequenceMap of an input that can be None; a numerical "
-            "direction cannot hold None. Keep it categorical or make the inputs never None"
-        )
-    elif rasp.is_numerical(expr) and _nullable(graph, expr.label):
-        problems.append(
-            f"{expr.label}: numerical SequenceMap whose function returns None; return a number"
-        )
-    return problems
-
-
 def _check_selector(
     graph: nx.DiGraph, expr: rasp.SOp, causal: bool, strict: bool, notes: list[str]
 ) -> list[str]:
@@ -381,6 +398,8 @@ def _check_selector(
         return [f"{expr.label}: {problem}" for problem in error.problems]
     problems = []
     for leaf in leaves:
+        if joint_selectors.is_joint(leaf.predicate):
+            problems += _check_joint(graph, expr, leaf)
         for role, label in (("keys", leaf.keys), ("queries", leaf.queries)):
             if _encoding(graph, label) == "numerical":
                 problems.append(
@@ -388,12 +407,6 @@ def _check_selector(
                     "ConstantSelector over numerical indices); attention compares categorical "
                     "values: keep indices categorical"
                 )
-        if leaf.negated and (_nullable(graph, leaf.keys) or _nullable(graph, leaf.queries)):
-            problems.append(
-                f"{expr.label}: its selector negates a comparison of {leaf.keys} / "
-                f"{leaf.queries}, which can be None; `not` would select None positions that the "
-                "compiled head cannot see. Map None to a real value before selecting"
-            )
     if causal and not problems:
         try:
             later = selectors.reads_later_positions(graph, expr.label, leaves)
@@ -409,6 +422,21 @@ def _check_selector(
             )
         elif later:
             notes.append(f"{expr.selector.label} (read by {expr.label})")
+    return problems
+
+
+def _check_joint(graph: nx.DiGraph, expr: rasp.SOp, leaf: selectors.Leaf) -> list[str]:
+    """A joint key/query lookup (`compiler.passes.joint_selectors`) is exact only over packed
+    s-ops that are never None: a None part would make the whole packed value None."""
+    problems = []
+    for label in dict.fromkeys((leaf.keys, leaf.queries)):
+        if _nullable(graph, label) and joint_selectors.is_pack(graph.nodes[label][nodes.EXPR]):
+            problems.append(
+                f"{expr.label}: its selector (an `or`, or a `not` of an `and`, over selectors "
+                f"reading different s-ops) compiles to one head over the packed s-op {label}, "
+                "which is None where one of the packed s-ops is None, hiding the other operand; "
+                "map None to a value in those s-ops first (e.g. an Aggregate default)"
+            )
     return problems
 
 
@@ -442,19 +470,12 @@ def _check_aggregate(graph: nx.DiGraph, expr: rasp.Aggregate) -> list[str]:
                 f"{expr.label}: numerical Aggregate of {sop}, whose values are not all numbers; "
                 "aggregate a numerical s-op"
             )
-        if _nullable(graph, sop):
-            problems.append(
-                f"{expr.label}: numerical Aggregate of {sop}, which can be None; RASP cannot "
-                "average None. Make the aggregated s-op never None"
-            )
-        # A non-zero default is written by the head (BOS carries it), exactly when it is a
-        # number small enough that BOS's leftover weight e^-50 on it stays below float32.
-        if expr.default is None and not always:
-            problems.append(
-                f"{expr.label}: numerical Aggregate with default=None; it is None where the "
-                "selector selects nothing, which a numerical direction cannot hold. Use a "
-                "number as the default (e.g. default=0)"
-            )
+        # Selecting a None is an evaluation error, so a None-able s-op needs no check; default
+        # None sets the none flag through BOS. A non-zero default is written by the head (BOS
+        # carries it), exactly when it is a number small enough that BOS's leftover weight
+        # e^-50 on it stays below float32.
+        if expr.default is None:
+            pass
         elif expr.default != 0 and not always and not _bos_default_is_exact(expr.default):
             problems.append(
                 f"{expr.label}: numerical Aggregate with default={expr.default!r}; a compiled "

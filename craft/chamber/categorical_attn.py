@@ -215,6 +215,25 @@ def selector_qk(
     return BilinearMap(query_space, key_space, table.astype(np.float64))
 
 
+def selects_absent_qk(
+    query_space: VectorSpaceWithBasis,
+    key_space: VectorSpaceWithBasis,
+    predicate: Callable[[Any, Any], Any],
+    one: BasisDirection,
+    bos: BasisDirection,
+) -> BilinearMap | FactoredBilinearMap:
+    """Like `selector_qk`, but a query or key whose one-hot is empty (None) scores 1 too.
+
+    The score is (one - bos)_q (one - bos)_k - [not predicate(w, v)] q_v k_w: 1 at every pair of
+    real positions, minus 1 where both values are present and the predicate fails. `one - bos`
+    is 0 at BOS, so BOS (as query or key) scores 0, as in `selector_qk`.
+    """
+    failing = selector_qk(query_space, key_space, lambda key, query: not predicate(key, query))
+    real_q = VectorSpaceWithBasis((one, bos))
+    everything = BilinearMap(real_q, real_q, np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    return everything + failing * -1.0
+
+
 def attention_head(
     direct_qk: BilinearMap | FactoredBilinearMap,
     n_terms: int,

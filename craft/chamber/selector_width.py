@@ -70,9 +70,11 @@ def _decoder_mlp(
     ramps = slice(2, None)
     first[a_row, ramps] = np.repeat(-slopes, 2)
     first[one_row, ramps] = (slopes * thresholds)[:, None].repeat(2, axis=1).ravel() + np.tile([0.5, -0.5], n)
-    biased = np.ones(hidden.num_dims, dtype=bool)
-    biased[1] = False  # the cleanup unit has no bias and must stay on at BOS
-    first[bos_row, biased] = -(np.abs(first[one_row, biased]) + slopes.max(initial=0.0) + 1.0)
+    # BOS-zero invariant: at BOS the head reads BOS only, so the scratch holds exactly 1, above
+    # every threshold (t_k <= 3/4, slope s_k >= 4): each ramp's input is -s_k (1 - t_k) +- 0.5
+    # <= -0.5 and the ramps are already 0 there. Only the constant "start" unit needs the BOS
+    # term; the cleanup unit has no bias and must stay on at BOS.
+    first[bos_row, 0] = -(np.abs(first[one_row, 0]) + 1.0)
 
     out_space = join_vector_spaces(output_space, scratch_space)
     second = np.zeros((hidden.num_dims, out_space.num_dims))

@@ -3,7 +3,9 @@
 import csv
 import json
 
-from compression.experiments import sweep
+import pytest
+
+from compression.experiments import gd_start, sweep
 
 
 def test_quick_sweep_writes_table_and_plot(tmp_path, capsys):
@@ -69,3 +71,12 @@ def test_combine_merges_runs_made_in_parts(tmp_path, capsys):
     assert [r["init"] for r in csv.DictReader((out / "sweep_gd_runs.csv").open())] == ["a", "b"]
     assert (out / "sweep_accuracy.png").read_bytes().startswith(b"\x89PNG")
     assert "| length | 3 | 11 | 6 | 0 | - | - | - | 8 | 7 | 250 | - | - | 6 | 500 | - |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_gd_start_quick_writes_its_table_and_picture(tmp_path):
+    assert gd_start.main(["--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert {p.name for p in tmp_path.iterdir()} >= {"gd_start.csv", "gd_start_runs.csv", "gd_start.png", "gd_start.json"}
+    rows = list(csv.DictReader((tmp_path / "gd_start.csv").open()))
+    assert {row["init"] for row in rows} == {"orthogonal", "packed"}
+    assert all(row["program"] == "shift_by_1" and row["seeds"] == "1" for row in rows)

@@ -7,7 +7,7 @@ from compression.analytic.packing import packed_projection, packed_width
 from compression.analytic.structure import residual_structure
 from compression.exactness import exactness_check
 from compression.experiments.sweep import program_task
-from compression.learned.config import GDRecipe, OptimizerConfig, TrainConfig
+from compression.learned.config import GDRecipe, LossConfig, OptimizerConfig, TrainConfig
 from compression.learned.projection import gram
 from compression.width_search import (
     gd_fade_run, gd_shrink_scan, gd_start, gd_width_scan, scan_down, scan_from, smallest_exact, truncated_projection,
@@ -49,7 +49,7 @@ def test_recipe_builds_the_trainer_config():
     assert config == TrainConfig(d=7, steps=600, batch_size=256, chunk_size=250, seed=3,
                                  optimizer=recipe.optimizer, loss=recipe.loss, sampling=recipe.sampling)
     assert recipe.optimizer.schedule == "warmup_cosine" and recipe.optimizer.lr_init == 1e-2
-    assert recipe.optimizer.weight_decay == 0.1
+    assert recipe.optimizer.weight_decay == 0.1 and recipe.loss == LossConfig.exact()
     assert GDRecipe(steps=100, check_every=250).train_config(5, 0).chunk_size == 100
     with pytest.raises(ValueError, match="seeds"):
         GDRecipe(seeds=0)

@@ -210,3 +210,47 @@ def test_square_of_dense_mean_compiles_within_bound_or_is_refused():
     assert assert_exact(v5, vocab=["a", "b", "c"], max_seq_len=12).status == "exact"
     outcome = assert_exact(v5, vocab=["a", "b", "c"], max_seq_len=32, allow_refusal=True)
     assert outcome.status == "refused" and "v5: numerical Map of v4" in outcome.detail
+
+
+def test_fuzz_s0_p181_categorical_copy_of_an_always_none_numerical_sop():
+    # A numerical Aggregate with default None whose selector never selects is None everywhere
+    # (empty value set); its categorical copy (for a Select) built a discretising MLP over no
+    # values.
+    v2 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.FALSE).named("v2")
+    v3 = rasp.numerical(rasp.Aggregate(v2, rasp.indices, default=None)).named("v3")
+    v4 = rasp.Select(v3, rasp.tokens, rasp.Comparison.FALSE).named("v4")
+    program = rasp.SelectorWidth(v4).named("v5")
+    assert_exact(program, vocab=["c"], max_seq_len=1, causal=False)
+    assert_exact(program, vocab=["c"], max_seq_len=1, causal=True)
+
+
+def test_fuzz_s0_p3119_fused_map_reads_values_one_number_rounded_to():
+    # v11 = abs(v10 - 2) fuses onto v10 = v9 // 2 and reads v9, where -2.0000000000000004 and
+    # -2.0 (one number, rounded two ways) give different results; validation judged v11 on v10's
+    # integers only, and compiling crashed. It is refused now, naming v9.
+    v2 = lib.make_hist().named("v2")
+    v3 = rasp.Map(lambda x: 1 if x else -1, v2).named("v3")
+    v5 = (~rasp.Select(v3, v3, rasp.Comparison.GT)).named("v5")
+    v6 = rasp.numerical(rasp.Aggregate(v5, v3, default=None)).named("v6")
+    v7 = rasp.Map(lambda x: min(x, 2), v6).named("v7")
+    v8 = rasp.LinearSequenceMap(v7, v7, -3, 0.5).named("v8")
+    v9 = rasp.numerical(rasp.LinearSequenceMap(v8, v7, -3, 2)).named("v9")
+    v10 = rasp.numerical(rasp.Map(lambda x: x // 2, v9)).named("v10")
+    program = rasp.Map(lambda x: abs(x - 2), v10, simplify=False).named("v11")
+    (problem,) = validate(program, [8], 8)
+    assert problem.startswith("v11: reads the numerical s-op v9") and "apart" in problem
+    assert_exact(program, vocab=[8], max_seq_len=8, causal=False, allow_refusal=True)
+
+
+def test_fuzz_s0_p623_or_over_a_none_able_sop_is_refused_not_miscompiled():
+    # `or` over selectors of different s-ops compiles as one joint lookup; here one packed s-op
+    # (a shift) can be None. The check for that missed predicates wrapped by CheckedPredicate,
+    # and the head hid the other operand at position 0 (MISMATCH); it is refused now.
+    v2 = rasp.Map(lambda x: x < 0, rasp.tokens).named("v2")
+    v3 = lib.shift_by(1, v2).named("v3")
+    v6 = (rasp.Select(v3, v3, rasp.Comparison.LT) | rasp.Select(v2, v2, rasp.Comparison.LEQ)).named("v6")
+    program = rasp.SelectorWidth(v6).named("v7")
+    problems = validate(program, [8], 1)
+    assert problems and "packed s-op v6_joint_keys" in problems[0]
+    for causal in (False, True):
+        assert_exact(program, vocab=[8], max_seq_len=1, causal=causal, allow_refusal=True)

@@ -61,6 +61,14 @@ def _roles(graph: nx.DiGraph, label: str, head: str) -> tuple[str, ...] | None:
     return tuple(roles)
 
 
+def _negated_reader(graph: nx.DiGraph, label: str, head: str) -> bool:
+    """Whether a leaf of `head`'s selector reading `label` selects None positions."""
+    leaves = selectors.conjunction(graph.nodes[head][nodes.EXPR].selector)
+    return any(
+        label in (leaf.keys, leaf.queries) and selectors.selects_none(leaf.predicate) for leaf in leaves
+    )
+
+
 def foldable_heads(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
     """The heads that would absorb Map `label`, or `()` when it cannot be folded."""
     node = graph.nodes[label]
@@ -78,6 +86,8 @@ def foldable_heads(graph: nx.DiGraph, label: str) -> tuple[str, ...]:
             return ()
         if ("keys" in roles or "queries" in roles) and rasp.is_numerical(node[nodes.EXPR]):
             return ()  # refused by validation anyway; keep the error there
+        if node.get(nodes.NULLABLE) and _negated_reader(graph, label, head):
+            return ()  # a negated leaf selects the Map's None positions, which folding hides
     return tuple(heads)
 
 

@@ -44,6 +44,8 @@ def foldable_aggregate(graph: nx.DiGraph, label: str) -> str | None:
     inner_node = graph.nodes[inner]
     if inner_node[nodes.KIND] is not g.NodeKind.AGGREGATE or nodes.FOLDED_OUTPUT in inner_node or inner in graph.graph[nodes.SINKS]:
         return None
+    if g.has_none_flag(graph, label):
+        return None  # the head would write 0 for None, not the none flag
     if rasp.is_numerical(inner_node[nodes.EXPR]) or list(graph.successors(inner)) != [label]:
         return None  # a numerical mean is no selected value; another reader needs the Aggregate
     return inner

@@ -11,6 +11,7 @@ TransformerLens patching table with its padded head dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import warnings
@@ -289,3 +290,38 @@ def test_tokens_no_text_tells_apart_are_refused() -> None:
     encoder = InputEncoder(vocab=(Same(), Same()), bos="BOS", pad="PAD", max_seq_len=2)
     with pytest.raises(ExportError, match="share the text 'same' under both str and repr"):
         token_texts(encoder)
+
+
+def test_encode_with_mask_is_refused_where_the_mask_would_be_ignored(reverse_4_model) -> None:
+    model = reverse_4_model
+    info = export_weights(model, projection=random_projection(model.config.residual_width, 9)).info
+    batch = [["BOS", "a", "b"], ["BOS", "c"]]
+    ids, mask = info.encode_with_mask(batch)
+    assert mask.tolist() == [[1, 1, 1], [1, 1, 0]] and ids[1, 2] == info.pad_id
+    on_3 = dataclasses.replace(info, transformer_lens_version="3.9.0")
+    with pytest.raises(ExportError, match=r"TransformerLens 3\.9\.0 ignores attention_mask in bidirectional"):
+        on_3.encode_with_mask(batch)
+    on_3.encode_with_mask([["BOS", "a"], ["BOS", "b"]])  # nothing padded: nothing to mask
+
+
+@needs_tl
+def test_compressed_padded_batch_with_attention_mask_equals_jax(sort_unique_model) -> None:
+    import torch
+    from compression.analytic import random_projection as protected_random_projection
+
+    model = sort_unique_model  # sorting reads every key: unmasked PAD keys change its outputs
+    w = protected_random_projection(residual_structure(model), len(residual_structure(model).protected) + 8)
+    tl_model = _tl(model, projection=w)
+    info = tl_model.export_info
+    assert info.pad_mask_dim is None
+    batch = [["BOS", 3, 1, 5, 2, 4], ["BOS", 2], ["BOS", 5, 1, 3]]
+    if info.transformer_lens_version.startswith("3."):
+        with pytest.raises(ExportError, match="ignores attention_mask"):
+            info.encode_with_mask(batch)
+        return
+    ids, mask = info.encode_with_mask(batch)
+    with torch.no_grad():
+        logits = tl_model(torch.tensor(ids), attention_mask=torch.tensor(mask))
+    real = mask.astype(bool)
+    ours = np.asarray(model.forward(model.params, ids, projection=w).output)
+    np.testing.assert_allclose(info.outputs(logits)[real], ours[real], atol=1e-5)

@@ -1,0 +1,60 @@
+"""Read a numerical output that can be None through a categorical copy.
+
+A numerical s-op that can be None carries a none flag (`craft.chamber.definedness`), but a
+compiled model's numerical output is one number per position, which has no room for "None".
+Such an output is therefore read out one-hot: the program's output becomes
+`categorical(Map(identity, x))` under the output's label (the number itself is relabelled
+`<label>_number`), one logit per value x takes and none where x is None, so the decoded output
+equals the evaluator's, `None` included. It costs one discretising MLP over x's value set and
+one output column per value instead of one. The rewrite needs value inference (only then is it
+known that the output can be None), so `trace_values` traces and infers twice when it applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import networkx as nx
+
+from compiler.passes import graph as g
+from compiler.passes import nodes
+from compiler.passes.outputs import Outputs, programs_of
+from compiler.passes.values import infer_values
+from rasp import rasp
+
+NUMBER_SUFFIX = "_number"
+
+
+def _same(x: Any) -> Any:
+    """The categorical read-out's function (named, so it prints readably)."""
+    return x
+
+
+def none_readouts(program: rasp.RASPExpr, graph: nx.DiGraph) -> rasp.RASPExpr:
+    """`program` whose numerical outputs that can be None are read out categorically; `program`
+    itself when there is none. `graph` is its traced graph with inferred values."""
+    outputs = programs_of(program)
+    sinks = graph.graph[nodes.SINKS]
+    if not any(g.has_none_flag(graph, label) for label in sinks):
+        return program
+    rewritten = []
+    for expr, label in zip(outputs, sinks):
+        if g.has_none_flag(graph, label):
+            number = rasp.annotate(expr, name=label + NUMBER_SUFFIX)
+            expr = rasp.categorical(rasp.Map(_same, number, simplify=False)).named(label)
+        rewritten.append(expr)
+    return Outputs(tuple(rewritten)) if isinstance(program, Outputs) else rewritten[0]
+
+
+def trace_values(program: rasp.RASPExpr, vocab: Iterable[Any], max_seq_len: int) -> nx.DiGraph:
+    """`g.trace` and `infer_values` of `program`, after `none_readouts`."""
+    vocab = tuple(vocab)
+    graph = g.trace(program)
+    infer_values(graph, vocab, max_seq_len)
+    readout = none_readouts(program, graph)
+    if readout is program:
+        return graph
+    graph = g.trace(readout)
+    infer_values(graph, vocab, max_seq_len)
+    return graph

@@ -1,0 +1,84 @@
+"""One program per refusal bucket the compiler used to have, now compiled and equal to RASP.
+
+Buckets (as `compiler.fuzzing.buckets` named them): numerical SequenceMap / Map / Aggregate of a
+None-able s-op, numerical Aggregate with default None (the none flag, `craft.chamber.definedness`),
+a negated selector over a None-able s-op (`categorical_attn.selects_absent_qk`), and `or` / `not
+and` over selectors of different s-ops (`compiler.passes.joint_selectors`). Each is checked
+plain and causal at max_seq_len 6 and 32 on 200 random inputs (the inputs the evaluator
+rejects, e.g. a numerical mean selecting None, are skipped, as the fuzzer does).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from support import outputs_match, random_inputs
+
+from compiler import CausalSemanticsWarning, compile_rasp
+from rasp import rasp
+
+VOCAB = [1, 2, 3]
+INPUTS = 200
+
+
+def _previous() -> rasp.SOp:
+    """The previous token: None at position 0 (a categorical s-op that can be None)."""
+    before = rasp.Select(rasp.indices, rasp.indices, lambda k, q: k == q - 1).named("before")
+    return rasp.Aggregate(before, rasp.tokens).named("previous")
+
+
+def _value() -> rasp.SOp:
+    return rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)).named("value")
+
+
+def _programs() -> dict[str, rasp.SOp]:
+    previous = _previous()
+    prefix = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ).named("prefix")
+    smaller = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LT).named("smaller")
+    same_index = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("same_index")
+    defined = rasp.Select(rasp.indices, rasp.indices, lambda k, q: 0 < k <= q).named("defined")
+    gap = rasp.numerical(rasp.SequenceMap(lambda p, t: p - t if p != t else None, previous, rasp.tokens))
+    doubled = rasp.numerical(rasp.Map(lambda p: 2 * p, previous)).named("doubled")
+    return {
+        "numerical_sequence_map_of_none": rasp.categorical(rasp.Map(lambda x: x > 0, gap.named("gap"))),
+        "numerical_map_of_none": rasp.categorical(
+            rasp.Map(lambda x: round(x), rasp.numerical(rasp.Map(lambda d: d / 2 + 1, doubled)))
+        ).named("map_of_none"),
+        "numerical_aggregate_of_none": rasp.numerical(rasp.Aggregate(defined, doubled, default=0)).named("mean"),
+        "numerical_aggregate_default_none": rasp.categorical(
+            rasp.Map(lambda m: m > 1.5, rasp.numerical(rasp.Aggregate(smaller, _value(), default=None)))
+        ).named("default_none"),
+        "negated_selector_over_none": rasp.SelectorWidth(~rasp.Select(previous, rasp.tokens, rasp.Comparison.EQ)),
+        "numerical_output_that_can_be_none": doubled,
+        "or_of_different_sops": rasp.numerical(rasp.Aggregate(smaller | same_index, _value(), default=0)),
+        "not_and_of_different_sops": rasp.SelectorWidth(~(smaller & prefix)),
+    }
+
+
+SETTINGS = (
+    (6, False),
+    (32, True),
+    pytest.param(6, True, marks=pytest.mark.slow),
+    pytest.param(32, False, marks=pytest.mark.slow),
+)
+
+
+@pytest.mark.parametrize("max_seq_len,causal", SETTINGS)
+@pytest.mark.parametrize("name", sorted(_programs()))
+def test_former_refusal_compiles_and_matches(name, max_seq_len, causal):
+    program = _programs()[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CausalSemanticsWarning)
+        model = compile_rasp(program, VOCAB, max_seq_len, causal=causal)
+    inputs = random_inputs(VOCAB, max_seq_len, INPUTS, seed=max_seq_len)
+    decoded = model.apply_batch([["BOS"] + xs for xs in inputs])
+    compared = 0
+    for xs, out in zip(inputs, decoded):
+        try:
+            expected = rasp.evaluate(program, xs, causal=causal)
+        except rasp.RaspEvaluationError:
+            continue
+        compared += 1
+        assert outputs_match(out[1:], expected), (name, xs, out[1:], expected)
+    assert compared >= 20, f"{name}: only {compared} inputs inside the evaluator's domain"
