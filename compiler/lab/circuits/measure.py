@@ -30,7 +30,7 @@ import numpy as np
 
 from compiler.lab.circuits.ablation import reference
 from compiler.lab.circuits.components import Network
-from compiler.lab.circuits.patching import edge_keeps, forward, forward_many, source_outputs
+from compiler.lab.circuits.patching import edge_keeps, forward_many, source_outputs
 from compiler.model.encoders import EMPTY_THRESHOLD
 
 
@@ -55,8 +55,10 @@ def setup(net: Network, ids: np.ndarray, ablation: str) -> PatchingSetup:
     ids = jnp.asarray(ids, jnp.int32)
     outputs = source_outputs(net, ids)
     ref = reference(net, ablation, np.asarray(ids), outputs)
-    keep = jnp.ones((len(net.ports), len(net.sources), ids.shape[-1]), jnp.float32)
-    clean = forward(net, keep, ids, ref)
+    keep = np.ones((1, len(net.ports), len(net.sources), ids.shape[-1]), np.float32)
+    # Through the same vmapped program as every patched run: a model with a near-tie (a GD
+    # projection) can flip an output on the float rounding between two compiled programs.
+    clean = jnp.asarray(forward_many(net, keep, ids, ref)[0])
     scored = (ids != net.pad_id).at[:, 0].set(False)
     return PatchingSetup(net, ids, ref, clean, scored, ablation)
 

@@ -144,7 +144,7 @@ def gd_projection(model: CompiledModel, program: rasp.SOp, start: np.ndarray, st
     check = exactness_check(_task(model, program, unique_tokens))
     recipe = GDRecipe(steps=steps, check_every=max(1, min(100, steps)), seeds=1)
     d = start.shape[1]
-    run, w = gd_run(check, d, recipe, seed=seed, initial=initial, init="perturbed analytic")
+    run, w = gd_run(check, d, recipe, seed=seed, projection=initial, init="perturbed analytic")
     note = (f"GD at d={d} from the analytic W rotated and perturbed, {run.steps} steps, "
             f"sequence accuracy {run.sequence_accuracy:.4f} on {check.size} inputs")
     return w, note, float(run.sequence_accuracy)
