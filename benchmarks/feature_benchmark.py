@@ -148,7 +148,7 @@ def main() -> None:
     parser.add_argument("--ks", default="11,22,44", help="TopK k values at the packed width")
     parser.add_argument("--sae-steps", type=int, default=1500)
     parser.add_argument("--sae-tokens", type=int, default=300_000)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "features"))
+    parser.add_argument("--out", default="features-results", help="folder for stages.json, saes.json, recovery.png")
     args = parser.parse_args()
     out = Path(args.out)
     work = Path(tempfile.mkdtemp(prefix="features-"))

@@ -1,7 +1,7 @@
 """Which GD recipe makes a fair learned-compression baseline? Exactness per recipe at one width.
 
 Trains W for one library program (n tokens, length n) at width ``d`` with each named recipe
-(``compression.config.GDRecipe`` variants: budget, schedule, peak rate, weight decay, loss terms)
+(``compression.learned.config.GDRecipe`` variants: budget, schedule, peak rate, weight decay, loss terms)
 over a few seeds, each run stopped at its first exact check (every 250 steps, on every input),
 and prints one JSON line per run (``compression.width_search.GDRun``) and a summary per recipe:
 seeds exact and their steps to exactness. This is how the sweep's default recipe was chosen

@@ -96,39 +96,43 @@ def accuracy(
 ) -> Accuracy:
     """Accuracy of ``model`` (compressed by ``projection``, or not) on ``refs``.
 
-    Numerical positions count as right within ``atol`` of the reference.
+    Numerical positions count as right within ``atol`` of the reference. Each batch of
+    ``batch_size`` inputs is scored and reduced on the device; only four numbers per batch come
+    back to the host.
     """
     fn = _scores_fn(model, refs.kind, atol)
     proj = None if projection is None else jnp.asarray(projection)
-    good_pos, good_seq, n_pos, sq = 0.0, 0, 0.0, 0.0
+    totals = np.zeros(4, np.float64)  # right positions, right sequences, scored positions, squared error
     for start in range(0, len(refs.ids), batch_size):
         sl = slice(start, start + batch_size)
-        correct, sq_err = (np.asarray(a) for a in fn(model.params, proj, refs.ids[sl], refs.targets[sl]))
-        mask = refs.mask[sl]
-        good_pos += float(np.sum(correct * mask))
-        sq += float(np.sum(sq_err * mask))
-        n_pos += float(np.sum(mask))
-        good_seq += int(np.sum(np.all((correct > 0) | (mask == 0), axis=1)))
+        totals += np.asarray(fn(model.params, proj, refs.ids[sl], refs.targets[sl], refs.mask[sl]), np.float64)
+    good_pos, good_seq, n_pos, sq = totals
     mse = sq / max(n_pos, 1.0) if refs.kind == "numerical" else float("nan")
-    return Accuracy(good_pos / max(n_pos, 1.0), good_seq / max(len(refs.ids), 1), mse)
+    return Accuracy(good_pos / max(n_pos, 1.0), int(good_seq) / max(len(refs.ids), 1), mse)
 
 
 _SCORES_CACHE: dict[tuple[Callable, str, float], Callable] = {}
 
 
 def _scores_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
-    """Jitted ``(params, projection, ids, targets) -> ([N, T] 0/1 right, [N, T] squared error)``."""
+    """Jitted ``(params, projection, ids, targets, mask) -> [4]``: right positions, right sequences,
+    scored positions and summed squared error (0 for categorical outputs) of one batch."""
     key = (model.forward, kind, atol)
     if key not in _SCORES_CACHE:
         forward = model.forward
 
-        def scores(params, projection, ids, targets):
+        def scores(params, projection, ids, targets, mask):
             out = forward(params, ids, projection=projection).output
             if kind == "categorical":
                 right = jnp.argmax(out, axis=-1) == targets
-                return right.astype(jnp.float32), jnp.zeros(targets.shape, jnp.float32)
-            err = jnp.square(out - targets)
-            return (jnp.abs(out - targets) <= atol).astype(jnp.float32), err
+                err = jnp.zeros(targets.shape, jnp.float32)
+            else:
+                right = jnp.abs(out - targets) <= atol
+                err = jnp.square(out - targets)
+            scored = mask > 0
+            sequences = jnp.sum(jnp.all(right | ~scored, axis=1))
+            return jnp.stack([jnp.sum(right * mask), sequences.astype(jnp.float32), jnp.sum(mask),
+                              jnp.sum(err * mask)])
 
         _SCORES_CACHE[key] = jax.jit(scores)
     return _SCORES_CACHE[key]

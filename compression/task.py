@@ -1,8 +1,8 @@
 """A compression task: a RASP program compiled, with its input space and RASP references.
 
 This is the only module of ``compression`` that knows about ``compiler`` and ``rasp``; the
-training and analysis code sees a :class:`~compression.frozen.FrozenModel` and an
-:class:`~compression.sampling.InputSpace`.
+training and analysis code sees a :class:`~compression.learned.frozen.FrozenModel` and an
+:class:`~compression.learned.sampling.InputSpace`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Methods: the two analytic projections (``random``, ``packed``: exactness claimed by the bound and
 measured), PCA of the compiled activations, and gradient descent (the existing trainer, run as a
-:class:`~compression.config.GDRecipe`) from an orthogonal start or from the packed projection.
+:class:`~compression.learned.config.GDRecipe`) from an orthogonal start or from the packed projection.
 
 Analytic and PCA widths come from a binary search over d (:func:`smallest_exact`), which assumes
 exactness is monotone in d; the claimed width of an analytic method is the first d, scanning

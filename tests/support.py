@@ -67,9 +67,11 @@ def make_reverse():
 
 
 def unsupported():
-    smaller = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LT)
-    mean = rasp.numerical(rasp.Aggregate(smaller, rasp.tokens))
-    return rasp.SequenceMap(lambda a, b: a + b, rasp.Map(lambda x: x / 2, mean), rasp.tokens)
+    # values float32 cannot tell apart that must give different outputs: refused, never guessed
+    close = rasp.numerical(rasp.Map(lambda t: {1: 1.0, 2: 1.000001}.get(t, 2.0), rasp.tokens))
+    same = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ)
+    mean = rasp.numerical(rasp.Aggregate(same, close, default=0))
+    return rasp.categorical(rasp.Map(lambda x: x > 1.0000005, mean))
 
 
 def broken():

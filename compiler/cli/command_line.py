@@ -1,5 +1,7 @@
 """`tracr-compile`: compile a RASP program, run it, save it, picture it (see docs/cli.md).
 
+`tracr-compile zoo OUT ...` generates a model zoo instead (`compiler.cli.zoo_command`, docs/zoo.md).
+
 Exit codes: 0 success, 1 the program cannot be compiled or run (or a model file is refused),
 2 usage error. Every failure is one line on stderr; `--debug` shows the traceback instead.
 """
@@ -248,10 +250,18 @@ def _one_line(error: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
-    parser = build_parser()
-    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    if argv[:1] == ["circuit"]:  # `tracr-compile circuit ...` (compiler/cli/circuit.py, docs/circuits.md)
+        from compiler.cli.circuit import main as circuit_main
+
+        return circuit_main(argv[1:])
     try:
-        args = parser.parse_args(argv)
+        if argv[:1] == ["zoo"]:  # `tracr-compile zoo OUT ...` (docs/zoo.md)
+            from compiler.cli.zoo_command import run as run_zoo
+
+            return run_zoo([a for a in argv[1:] if a != "--debug"], _Parser)
+        args = build_parser().parse_args(argv)
         return _run(args)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet

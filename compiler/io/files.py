@@ -304,8 +304,8 @@ def _weights(config: ModelConfig, tensors: dict[str, np.ndarray], version: int, 
 
 def _param_from_dense(spec: SparseLinear, matrix: np.ndarray, name: str, path: PathLike) -> np.ndarray:
     """The stored parameter of `spec` taken out of its dense matrix (exact: a copy of entries)."""
-    rows = np.arange(spec.shape[0]) if spec.in_idx is None else np.asarray(spec.in_idx)
-    cols = np.arange(spec.shape[1]) if spec.out_idx is None else np.asarray(spec.out_idx)
+    rows = np.arange(spec.shape[0]) if spec.in_idx is None else np.asarray(spec.in_idx, dtype=np.intp)
+    cols = np.arange(spec.shape[1]) if spec.out_idx is None else np.asarray(spec.out_idx, dtype=np.intp)
     block = matrix[np.ix_(rows, cols)]
     param = block[list(spec.rows), list(spec.cols)] if spec.is_sparse else block
     param = np.ascontiguousarray(param, dtype=np.float32)

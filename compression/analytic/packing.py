@@ -1,6 +1,6 @@
 """Analytic residual projections: compile a model into superposition without training.
 
-Two constructions of ``W`` (D x d) from a model's :class:`~compression.structure.ResidualStructure`,
+Two constructions of ``W`` (D x d) from a model's :class:`~compression.analytic.structure.ResidualStructure`,
 and the interference bound that says when the compressed model is exact (docs/compression.md,
 "Analytic projections"):
 

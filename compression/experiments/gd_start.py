@@ -1,7 +1,7 @@
 """Does GD reach exactness sooner from the analytic packed W than from an orthogonal start?
 
 For each program (n tokens, length n) and each width d, trains W with the sweep's GD recipe
-(:class:`~compression.config.GDRecipe`) from every start in ``--inits`` over ``--seeds`` seeds, each
+(:class:`~compression.learned.config.GDRecipe`) from every start in ``--inits`` over ``--seeds`` seeds, each
 run stopped at its first exact check, and reports per (program, d, start): how many seeds became
 exact within the budget and the median steps to exactness (a run that never became exact counts
 as taking longer than the budget, so the median is a number only when most seeds got there).

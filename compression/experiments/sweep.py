@@ -7,7 +7,7 @@ D, the protected coordinates p, and the smallest d at which each method is exact
 * ``random`` / ``packed``: the analytic projections (:mod:`compression.analytic.packing`), the d their
   bound claims and the d measured;
 * ``pca``: the uncentred PCA of the compiled activations;
-* ``gd`` / ``gd_packed`` / ``gd_shrink``: the trainer (:class:`~compression.config.GDRecipe`:
+* ``gd`` / ``gd_packed`` / ``gd_shrink``: the trainer (:class:`~compression.learned.config.GDRecipe`:
   ``--steps`` budget per run, AdamW with warmup + cosine, checked for exactness every
   ``check_every`` steps and stopped once exact, ``--gd-seeds`` seeds per width) from an orthogonal
   start / from the packed projection narrowed to d / from the exact packed projection, one column
@@ -48,8 +48,8 @@ import numpy as np
 from compiler.examples import EXAMPLES
 from compression import plots
 from compression.analytic.packing import make_projection, min_width, packed_width
-from compression.analytic.structure import residual_structure
-from compression.exactness import exactness_check, never_on
+from compression.analytic.structure import ResidualStructure, residual_structure
+from compression.exactness import ExactnessCheck, exactness_check, never_on
 from compression.experiments.common import base_parser, environment, read_csv, write_csv, write_json
 from compression.learned.config import GDRecipe, LossConfig
 from compression.task import CompressionTask, make_task
@@ -104,6 +104,16 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     row: dict[str, Any] = {"program": name, "size": size, "D": big_d, "protected": len(structure.protected),
                            "inputs": check.size, "enumerated": check.enumerated, "never_on": len(dead),
                            "classes": len(structure.classes)}
+    curves = analytic_columns(row, check, structure, seed, curve_points)
+    runs = gd_columns(row, curves, check, structure, recipe, seed, quick, patience, starts)
+    row["seconds"] = round(time.perf_counter() - start, 1)
+    return row, runs, curves
+
+
+def analytic_columns(row: dict[str, Any], check: ExactnessCheck, structure: ResidualStructure, seed: int,
+                     curve_points: int) -> dict[str, list]:
+    """Fill ``row``'s random, packed and PCA columns; returns their accuracy curves."""
+    big_d = structure.residual_dim
     curves: dict[str, list] = {}
     for method in ("random", "packed"):
         claimed = row[f"{method}_claimed"] = claimed_width(structure, method, seed)
@@ -116,48 +126,55 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     row["packed_full_margin"] = packed_width(structure, seed)
     row["pca_exact"] = pca_exact_width(check)
     curves["pca"] = [(d, check.sequence_accuracy(pca_projection(check, d))) for d in _grid(1, big_d, curve_points)]
+    return curves
+
+
+def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessCheck, structure: ResidualStructure,
+               recipe: GDRecipe | None, seed: int, quick: bool, patience: int, starts: Sequence[str]) -> list[GDRun]:
+    """Fill ``row``'s GD columns (None where not run) and ``curves``' GD curves; returns every run."""
+    big_d = structure.residual_dim
     runs: list[GDRun] = []
     for key in GD_KEYS.values():
         row[f"{key}_exact"] = row[f"{key}_steps"] = row[f"{key}_tried"] = None  # not run
     row["gd_shrink_chain_steps"] = None
-    if recipe is not None:
-        packed_hi = row["packed_exact"] or big_d
-        # orthogonal: every d below D (d = D is the square orthogonal start, exact before training);
-        # from packed: below the packed exact width (the packed start is exact there at step 0) down
-        # to the construction's smallest width (below it there is no packed start)
-        widths = {"gd": range(big_d - 1, 0, -1),
-                  "gd_packed": range(packed_hi - 1, min_width(structure, "packed") - 1, -1)}
-        scan_starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
-        if quick:  # one training run per start: at the packed width, and one below it
-            widths = {"gd": [packed_hi], "gd_packed": [packed_hi - 1]}
-            scan_starts["gd"] = None
-        for init in starts:
-            key = GD_KEYS[init]
-            if init == "shrink":
-                if not row["packed_exact"]:
-                    continue
-                exact_w = make_projection(structure, "packed", packed_hi, seed)
-                scan = gd_shrink_scan(check, exact_w, recipe, seed, patience, lo=packed_hi - 1 if quick else 1)
-            else:
-                scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience,
-                                     packed_exact=packed_hi, start=scan_starts[key])
-            smallest = scan.smallest
-            from_packed = init != "orthogonal"
-            if from_packed and (smallest is None or smallest > packed_hi):
-                smallest = packed_hi if row["packed_exact"] else None
-            row[f"{key}_exact"] = smallest
-            row[f"{key}_steps"] = (0.0 if from_packed and smallest == packed_hi
-                                   else scan.median_steps_to_exact(smallest) if smallest else None)
-            row[f"{key}_tried"] = f"{min(scan.tried)}-{max(scan.tried)}" if scan.tried else None
-            if init == "shrink":  # every step of the chain from the packed width down to the smallest reached
-                row["gd_shrink_chain_steps"] = sum(r.steps for r in scan.runs if smallest and r.d >= smallest)
-            best = {}
-            for r in scan.runs:  # the best accuracy any seed reached at each width
-                best[r.d] = max(best.get(r.d, 0.0), r.sequence_accuracy)
-            curves[key] = sorted(best.items())
-            runs.extend(scan.runs)
-    row["seconds"] = round(time.perf_counter() - start, 1)
-    return row, runs, curves
+    if recipe is None:
+        return runs
+    packed_hi = row["packed_exact"] or big_d
+    # orthogonal: every d below D (d = D is the square orthogonal start, exact before training);
+    # from packed: below the packed exact width (the packed start is exact there at step 0) down
+    # to the construction's smallest width (below it there is no packed start)
+    widths = {"gd": range(big_d - 1, 0, -1),
+              "gd_packed": range(packed_hi - 1, min_width(structure, "packed") - 1, -1)}
+    scan_starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
+    if quick:  # one training run per start: at the packed width, and one below it
+        widths = {"gd": [packed_hi], "gd_packed": [packed_hi - 1]}
+        scan_starts["gd"] = None
+    for init in starts:
+        key = GD_KEYS[init]
+        if init == "shrink":
+            if not row["packed_exact"]:
+                continue
+            exact_w = make_projection(structure, "packed", packed_hi, seed)
+            scan = gd_shrink_scan(check, exact_w, recipe, seed, patience, lo=packed_hi - 1 if quick else 1)
+        else:
+            scan = gd_width_scan(check, widths[key], recipe, init, structure, seed, patience,
+                                 packed_exact=packed_hi, start=scan_starts[key])
+        smallest = scan.smallest
+        from_packed = init != "orthogonal"
+        if from_packed and (smallest is None or smallest > packed_hi):
+            smallest = packed_hi if row["packed_exact"] else None
+        row[f"{key}_exact"] = smallest
+        row[f"{key}_steps"] = (0.0 if from_packed and smallest == packed_hi
+                               else scan.median_steps_to_exact(smallest) if smallest else None)
+        row[f"{key}_tried"] = f"{min(scan.tried)}-{max(scan.tried)}" if scan.tried else None
+        if init == "shrink":  # every step of the chain from the packed width down to the smallest reached
+            row["gd_shrink_chain_steps"] = sum(r.steps for r in scan.runs if smallest and r.d >= smallest)
+        best = {}
+        for r in scan.runs:  # the best accuracy any seed reached at each width
+            best[r.d] = max(best.get(r.d, 0.0), r.sequence_accuracy)
+        curves[key] = sorted(best.items())
+        runs.extend(scan.runs)
+    return runs
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

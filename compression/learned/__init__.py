@@ -6,7 +6,8 @@ Modules in reading order:
 * ``frozen``: the model contract, a pure forward function with and without W, plus metadata.
 * ``sampling``: a program's valid input space, enumerated or sampled inside JAX.
 * ``projection``: initial W and its Gram matrix.
-* ``losses``: the objective (output and per-layer terms).
+* ``losses``: the paper's objective and the exactness objective (logit-gap margin, the
+  sub-layers' own outputs, attention patterns).
 * ``optim``: AdamW and its learning-rate schedule.
 * ``sharding``: data parallelism over the local devices.
 * ``checkpoint``: one safetensors file per run, written atomically.

@@ -2,7 +2,8 @@
 
 * `edge_patching_scores` (exhaustive, ACDC-style): ablate each edge alone and measure how far
   the scored output moves, averaged over the sampled inputs' scored positions (categorical: KL
-  divergence of the softmax of the scored logits from the clean one; numerical: absolute change).
+  divergence of the softmax of the scored logits, plus a column at the empty threshold, from the
+  clean one; numerical: absolute change).
   A threshold on the score gives a circuit.
 * `acdc_scores` (ACDC's greedy order): walk the ports from the output back, and for each of a
   port's incoming edges ablate it *on top of the edges already removed*; remove it for good when
@@ -23,6 +24,15 @@ import numpy as np
 
 from compiler.lab.circuits.measure import PatchingSetup
 from compiler.lab.circuits.patching import edge_keeps, forward, forward_many
+from compiler.model.encoders import EMPTY_THRESHOLD
+
+
+def with_empty(logits: jax.Array) -> jax.Array:
+    """Logits with one more column held at the model's empty threshold: decoding says "none"
+    when every logit is below it, so the softmax sees that choice too (without it a one-column
+    output has a constant softmax and no method could see it change)."""
+    empty = jnp.full(logits.shape[:-1] + (1,), EMPTY_THRESHOLD, logits.dtype)
+    return jnp.concatenate([logits, empty], axis=-1)
 
 
 def divergence(s: PatchingSetup, patched: jax.Array) -> jax.Array:
@@ -30,8 +40,8 @@ def divergence(s: PatchingSetup, patched: jax.Array) -> jax.Array:
     if s.net.numerical:
         per_position = jnp.abs(patched[..., 0] - s.clean[..., 0])
     else:
-        clean = jax.nn.log_softmax(s.clean, axis=-1)
-        new = jax.nn.log_softmax(patched, axis=-1)
+        clean = jax.nn.log_softmax(with_empty(s.clean), axis=-1)
+        new = jax.nn.log_softmax(with_empty(patched), axis=-1)
         per_position = jnp.sum(jnp.exp(clean) * (clean - new), axis=-1)
     weight = s.scored.astype(jnp.float32)
     return jnp.sum(per_position * weight, axis=(-1, -2)) / jnp.maximum(weight.sum(), 1.0)
@@ -72,7 +82,7 @@ def acdc_scores(s: PatchingSetup, threshold: float = 1e-3) -> tuple[np.ndarray, 
 def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
     """Absolute attribution-patching estimate per edge (or `(edge, position)`)."""
     net = s.net
-    answer = jnp.argmax(s.clean, axis=-1)
+    answer = jnp.argmax(with_empty(s.clean), axis=-1)
     weight = s.scored.astype(jnp.float32)
 
     def metric(keep: jax.Array) -> jax.Array:
@@ -80,7 +90,7 @@ def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
         if net.numerical:
             values = out[..., 0]
         else:
-            values = jnp.take_along_axis(jax.nn.log_softmax(out, axis=-1), answer[..., None], axis=-1)[..., 0]
+            values = jnp.take_along_axis(jax.nn.log_softmax(with_empty(out), axis=-1), answer[..., None], axis=-1)[..., 0]
         return jnp.sum(values * weight)
 
     keep = jnp.ones((len(net.ports), len(net.sources), s.length), jnp.float32)

@@ -105,7 +105,8 @@ def _bucket(value: Hashable) -> int:
 
 
 def _task(model: CompiledModel, program: rasp.SOp, unique_tokens: bool):
-    from compression.task import CompressionTask, frozen_from_compiled, input_space_of
+    from compression import CompressionTask, frozen_from_compiled
+    from compression.task import input_space_of
 
     return CompressionTask(str(program.label), program, model, frozen_from_compiled(model),
                            input_space_of(model, unique_tokens=unique_tokens), model.config.causal)

@@ -34,6 +34,9 @@ from compiler.model.config import MODULE_NAME, AttentionSpec, SparseLinear
 from craft.bases import ONE_NAME, TOKENS_NAME
 
 INDICES_NAME = "indices"
+# Compiled coordinates below this are float noise (a selector-width MLP leaves ~1e-7 on values
+# that are off); as codes they are 0. The same slack compression's interference bound starts from.
+CODE_FLOOR = 1e-4
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -58,8 +61,10 @@ class TrueDictionary:
         return int(self.vectors.shape[1])
 
     def codes(self, compiled_values: np.ndarray) -> np.ndarray:
-        """``[..., F]`` feature codes from the exact model's ``[..., D]`` residual (or hidden) values."""
-        return np.asarray(compiled_values)[..., self.coords]
+        """``[..., F]`` feature codes from the exact model's ``[..., D]`` residual (or hidden) values;
+        values within ``CODE_FLOOR`` of 0 are 0."""
+        values = np.asarray(compiled_values)[..., self.coords]
+        return np.where(np.abs(values) < CODE_FLOOR, 0.0, values).astype(np.float32)
 
     def dense_codes(self, compiled_values: np.ndarray) -> np.ndarray:
         """``[..., G]`` codes of the dense directions."""

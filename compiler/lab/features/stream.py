@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from compiler import CompiledModel
 from compiler.io.atomic import atomic_write_bytes, atomic_write_text
-from compiler.lab.features.dictionary import TrueDictionary, real_positions, true_dictionary
+from compiler.lab.features.dictionary import CODE_FLOOR, TrueDictionary, real_positions, true_dictionary
 from compiler.lab.features.sites import Site, SiteRunner
 from compiler.lab.features.stages import sample_ids
 
@@ -54,7 +54,7 @@ class StreamReport:
         return self.tokens / max(self.seconds, 1e-9)
 
 
-def max_active(dictionary: TrueDictionary, compiled: CompiledModel) -> int:
+def max_active(dictionary: TrueDictionary) -> int:
     """How many features can be on at one position: one per s-op with features at the site."""
     return max(1, len({label.split(":", 1)[0] for label in dictionary.labels}))
 
@@ -65,6 +65,7 @@ def _code_fn(dictionary: TrueDictionary, k: int):
 
     def codes(values):
         feature_values = jnp.take(values, coords, axis=-1)
+        feature_values = jnp.where(jnp.abs(feature_values) < CODE_FLOOR, 0.0, feature_values)
         top, index = jax.lax.top_k(jnp.abs(feature_values), k)
         picked = jnp.take_along_axis(feature_values, index, axis=-1)
         index = jnp.where(top > 0, index, -1).astype(jnp.int32)
@@ -105,7 +106,7 @@ def stream_activations(
     folder = pathlib.Path(folder)
     dictionary = true_dictionary(compiled, site, projection)
     compressed, exact = SiteRunner(compiled, projection), SiteRunner(compiled)
-    codes = jax.jit(_code_fn(dictionary, max_active(dictionary, compiled)))
+    codes = jax.jit(_code_fn(dictionary, max_active(dictionary)))
     if write:
         atomic_write_bytes(folder / DICTIONARY, save({"vectors": dictionary.vectors,
                                                             "dense_vectors": dictionary.dense_vectors}))

@@ -11,6 +11,12 @@
   (layer, head) and MLP layers whose output weights write its residual directions (or its
   hidden directions `<label>_hidden...`), read off the weights; s-ops the optimiser fused into
   another node's table name that node (`absorbed_into`).
+* `circuit`: the ground-truth circuit of the output, structural: the edges (source component ->
+  destination port, named as `compiler.lab.circuits.components` names them) through which a
+  residual direction the output depends on flows, with the s-ops each carries
+  (`compiler.lab.circuits.structural.structural_edges`). Read off the weights, it costs
+  milliseconds; the circuit measured by patching (`compiler.lab.circuits.pipeline`) is not
+  recorded (seconds per program).
 * `to_json` / `from_json`: plain JSON for values (str, int, float, bool, None), other values by
   `repr`.
 """
@@ -26,6 +32,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from compiler.lab.circuits.components import network
+from compiler.lab.circuits.structural import structural_edges, variable_of
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.weights import head_weights, mlp_weights
@@ -146,14 +154,6 @@ class Placement:
         }
 
 
-def _owner(name: str, labels: set[str]) -> str | None:
-    """The s-op a residual direction belongs to: its own label, or `<label>_hidden...`."""
-    if name in labels:
-        return name
-    owners = [label for label in labels if name.startswith(g.hidden_name(label))]
-    return max(owners, key=len) if owners else None
-
-
 def _writers(model: CompiledModel) -> dict[str, tuple[set, set]]:
     """label -> ({(layer, head)}, {layer}) of the heads and MLPs writing its directions."""
     labels = set(g.sop_nodes(model.graph))
@@ -162,8 +162,8 @@ def _writers(model: CompiledModel) -> dict[str, tuple[set, set]]:
 
     def note(w_out: np.ndarray, where: Any, slot: int) -> None:
         for column in np.flatnonzero(np.any(w_out != 0, axis=0)):
-            owner = _owner(basis[column].name, labels)
-            if owner is not None:
+            owner = variable_of(basis[column].name, labels)
+            if owner in labels:
                 written.setdefault(owner, (set(), set()))[slot].add(where)
 
     for index, layer in enumerate(model.config.layers):
@@ -209,3 +209,11 @@ def placements(model: CompiledModel, program: rasp.SOp) -> list[Placement]:
             absorbed_into=None if label in graph else absorbed.get(label),
         ))
     return out
+
+
+def circuit(model: CompiledModel) -> list[dict[str, Any]]:
+    """The structural circuit of the model's output: `{"src", "dst", "carries"}` per edge."""
+    structure = structural_edges(model)
+    edges = network(model).edges
+    return [{"src": edge.src, "dst": edge.dst, "carries": list(carries)}
+            for edge, on, carries in zip(edges, structure.edges, structure.carries) if on]

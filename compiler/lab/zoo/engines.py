@@ -24,7 +24,7 @@ import resource
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -37,6 +37,7 @@ WORKER_TASKS = 200  # programs per local worker before it is replaced (bounds sl
 AHEAD = 4  # programs in flight per worker
 
 Rows = list[dict[str, Any]]
+Task = Callable[[ZooConfig, int], Rows]
 
 
 class ProgramTimeout(Exception):
@@ -105,11 +106,11 @@ def _kill(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _alone(config: ZooConfig, index: int) -> Rows:
+def _alone(config: ZooConfig, index: int, task: Task) -> Rows:
     """Run one program in a fresh process; a dead worker or no answer is recorded."""
     pool = _pool(1)
     try:
-        return pool.submit(program_task, config, index).result(timeout=config.timeout_s + GRACE_S)
+        return pool.submit(task, config, index).result(timeout=config.timeout_s + GRACE_S)
     except BrokenProcessPool:
         return failure_rows(config, index, MEMORY, "the worker process died (killed, out of memory?)")
     except concurrent.futures.TimeoutError:
@@ -118,13 +119,17 @@ def _alone(config: ZooConfig, index: int) -> Rows:
         _kill(pool)
 
 
-def local_results(config: ZooConfig, indices: Iterable[int], jobs: int) -> Iterator[tuple[int, Rows]]:
-    """Rows of each program, in order, from `jobs` worker processes (in this process if 1)."""
+def local_results(config: ZooConfig, indices: Iterable[int], jobs: int,
+                  task: Task = program_task) -> Iterator[tuple[int, Rows]]:
+    """Rows of each program, in order, from `jobs` worker processes (in this process if 1).
+
+    `task` computes one program's rows (a picklable, module-level function; tests swap it).
+    """
     pending = collections.deque(indices)
     if jobs <= 1:
         while pending:
             index = pending.popleft()
-            yield index, program_task(config, index)
+            yield index, task(config, index)
         return
     while pending:
         pool = _pool(jobs)
@@ -133,7 +138,7 @@ def local_results(config: ZooConfig, indices: Iterable[int], jobs: int) -> Itera
             while pending or futures:
                 while pending and len(futures) < jobs * AHEAD:
                     index = pending.popleft()
-                    futures[index] = pool.submit(program_task, config, index)
+                    futures[index] = pool.submit(task, config, index)
                 index = next(iter(futures))
                 try:
                     rows = futures[index].result(timeout=config.timeout_s + GRACE_S)
@@ -151,7 +156,7 @@ def local_results(config: ZooConfig, indices: Iterable[int], jobs: int) -> Itera
             lost = list(futures)
             futures.clear()
             for index in lost:
-                yield index, _alone(config, index)
+                yield index, _alone(config, index, task)
         finally:
             _kill(pool)
 

@@ -25,7 +25,7 @@ from compiler.errors import CausalSemanticsWarning, CompilerError
 from compiler.fuzzing.differential import same_value, sample_inputs
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.lab.zoo.config import ZooConfig
-from compiler.lab.zoo.describe import graph_json, placements, to_json
+from compiler.lab.zoo.describe import circuit, graph_json, placements, to_json
 from compiler.lab.zoo.sampling import ProgramDraw, SamplingError, draw, rebuild
 from compiler.lab.zoo.variants import VariantModel, compile_variants
 from rasp import rasp
@@ -43,6 +43,8 @@ _PLACEMENT = pa.struct([
     ("embedded", pa.bool_()),
     ("absorbed_into", pa.string()),
 ])
+
+_EDGE = pa.struct([("src", pa.string()), ("dst", pa.string()), ("carries", pa.list_(pa.string()))])
 
 # The columns of every shard, in order (docs/zoo.md describes each).
 SCHEMA = pa.schema([
@@ -64,6 +66,7 @@ SCHEMA = pa.schema([
     ("output_values", pa.string()),
     ("graph", pa.string()),
     ("sops", pa.list_(_PLACEMENT)),
+    ("circuit", pa.list_(_EDGE)),
     ("residual_labels", pa.list_(pa.string())),
     ("layers", pa.int32()),
     ("residual_dim", pa.int32()),
@@ -147,6 +150,7 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
         output_values=None if values is None else to_json(list(values)),
         graph=graph_json(model),
         sops=[p.as_row() for p in placements(model, program)],
+        circuit=circuit(model),
         residual_labels=list(model.residual_labels),
         layers=len(model.config.layers) // 2,
         residual_dim=int(model.config.residual_width),

@@ -11,7 +11,8 @@ Layout of a dataset folder `out/`:
   reads the folder as one `train` split.
 
 Each shard is written by `compiler.io.atomic.atomic_write` (temporary file, fsync, rename), so
-a shard file that exists is complete: a resumed run keeps it and recomputes only missing shards.
+a shard file that exists is complete: a resumed run keeps it, deletes the hidden temporary file
+of a shard a killed run was writing, and recomputes only missing shards.
 The bytes depend only on the rows (no timestamps), so equal configs give identical files.
 """
 
@@ -65,6 +66,8 @@ def prepare(out: pathlib.Path, config: ZooConfig) -> list[int]:
             )
     else:
         atomic_write_text(path, text)
+    for stale in (out / DATA).glob(".train-*.tmp.parquet"):  # a killed run's shard in progress
+        stale.unlink(missing_ok=True)
     return [s for s in range(config.shards) if not shard_path(out, config, s).exists()]
 
 

@@ -123,7 +123,7 @@ def test_validate_only_prints_every_problem_and_exits_1(runs) -> None:
     assert run.returncode == 1
     problems = run.stderr.strip().splitlines()
     assert problems and all(line.startswith("tracr-compile: problem: ") for line in problems)
-    assert "default" in run.stderr
+    assert "round the values" in run.stderr  # the problem names its fix
 
 
 def test_run_failure_exits_1_and_debug_shows_the_traceback(runs) -> None:

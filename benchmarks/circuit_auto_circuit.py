@@ -1,0 +1,44 @@
+"""auto-circuit's edge attribution patching on the TransformerLens export, scored against our
+verified resample-ablation circuit at the last position (what auto-circuit scores).
+
+Needs auto-circuit next to TransformerLens 2.x (see compiler/lab/circuits/auto_circuit_bridge.py):
+`python -m venv v && echo <site-packages of the project's venv> > v/lib/python3.11/site-packages/p.pth
+&& v/bin/pip install --no-deps transformer-lens==2.16.1 better-abc auto-circuit`, then
+`PYTHONPATH=. v/bin/python benchmarks/circuit_auto_circuit.py`.
+"""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from compiler import compile_rasp  # noqa: E402
+from compiler.examples import EXAMPLES  # noqa: E402
+from compiler.lab.circuits.ablation import InputDistribution  # noqa: E402
+from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge  # noqa: E402
+from compiler.lab.circuits.components import network  # noqa: E402
+from compiler.lab.circuits.measure import measure_circuit, setup  # noqa: E402
+from compiler.lab.circuits.pipeline import record_of  # noqa: E402
+from compiler.lab.circuits.scoring import score  # noqa: E402
+from compiler.lab.circuits.variants import Variant  # noqa: E402
+
+print("| program | edges | circuit (auto-circuit names) | verified | auto-circuit EAP ROC AUC | AP | best F1 |")
+print("|---|---|---|---|---|---|---|")
+for name in sys.argv[1:] or ["frac_prevs", "reverse", "hist", "sort"]:
+    example = EXAMPLES[name]
+    program = example.build(5)
+    model = compile_rasp(program, set(example.vocab), 5)
+    distribution = InputDistribution(48, min_length=5)
+    ids = distribution.ids(model)
+    full = setup(network(model), ids, "resample")
+    last_only = dataclasses.replace(full, scored=full.scored.at[:, :-1].set(False))
+    measured = measure_circuit(last_only)
+    record = record_of(Variant("a", full.net, model, "exact compiled model"), program, last_only, measured, distribution)
+    scores = scores_by_edge(record, run_eap(model, ids, model.output_encoder.width))
+    truth = np.array([record.auto_circuit_truth()[e.auto_circuit] for e in record.edges])
+    result = score(scores, truth)
+    print(f"| {name} | {len(record.edges)} | {int(truth.sum())} | {record.verification.verified} | "
+          f"{result.roc_auc:.3f} | {result.average_precision:.3f} | {result.best_f1:.3f} |")

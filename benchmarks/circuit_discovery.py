@@ -1,0 +1,136 @@
+"""Circuit discovery against verified ground truth: verification rate, AUROC per method, time.
+
+For every case (library programs at two lengths, random programs from `compiler.fuzzing`), every
+variant of the dial (`compiler.lab.circuits.variants`) and every ablation, the ground-truth
+circuit is measured and verified on `--inputs` sampled inputs; then each method scores the edges
+twice: on the same inputs (single-edge patching is then the definition itself, a ceiling) and on
+a `--method-inputs` dataset drawn from them (what a method run on a dataset sees). Rows go to
+`--rows` (JSON lines, one per case, variant and ablation) as they finish; the table at the end
+gives, per variant and ablation, the verification rate, the mean and the minimum AUROC of each
+method and the median seconds per model (building the variant plus measuring all ablations).
+
+Run: `python benchmarks/circuit_discovery.py --fuzz 100 --rows rows.jsonl` (`--help` for more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from compiler.examples import EXAMPLES  # noqa: E402
+from compiler.fuzzing.driver import SETTINGS  # noqa: E402
+from compiler.fuzzing.program_spec import build  # noqa: E402
+from compiler.fuzzing.random_programs import generate  # noqa: E402
+from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution  # noqa: E402
+from compiler.lab.circuits.measure import setup  # noqa: E402
+from compiler.lab.circuits.methods import acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
+from compiler.lab.circuits.pipeline import measured  # noqa: E402
+from compiler.lab.circuits.scoring import score  # noqa: E402
+from compiler.lab.circuits.variants import make_variant  # noqa: E402
+
+METHODS = {"patching": edge_patching_scores, "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
+
+
+def cases(sizes: list[int], fuzz: int, seed: int):
+    """(name, program, vocab, max_seq_len, unique_tokens) for the library and random programs."""
+    for size in sizes:
+        for name, example in EXAMPLES.items():
+            yield f"{name}@{size}", example.build(size), tuple(example.vocab), size, name == "sort_unique"
+    for index in range(fuzz):
+        vocab, max_seq_len = SETTINGS[index % len(SETTINGS)]
+        spec = generate(seed * 1_000_003 + index, 3 + index % 8, vocab, max_seq_len)
+        yield f"fuzz{index}", build(spec).named(f"fuzz{index}"), tuple(vocab), min(max_seq_len, 5), False
+
+
+def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[dict]:
+    start = time.perf_counter()
+    built = make_variant(variant, program, vocab, max_seq_len, seed=args.seed, unique_tokens=unique, gd_steps=args.gd_steps)
+    rows = []
+    distribution = InputDistribution(args.inputs, args.seed, unique_tokens=unique)
+    for m in measured(built, program, distribution, ABLATIONS):
+        truth = m.measured.circuit
+        row = {"case": name, "variant": variant, "ablation": m.record.ablation, "edges": int(truth.size),
+               "circuit": int(truth.sum()), "verified": m.record.verification.verified,
+               "sufficient": m.record.verification.sufficient, "accuracy": built.accuracy}
+        small = setup(built.net, np.asarray(m.setup.ids)[: args.method_inputs], m.setup.ablation)
+        for method, run in METHODS.items():
+            row[method] = score(run(m.setup), truth).roc_auc
+        # On the small dataset only exhaustive patching, the strongest method (a recompile per
+        # method and shape is most of the time on a 2-core machine).
+        row[f"patching@{args.method_inputs}"] = score(edge_patching_scores(small), truth).roc_auc
+        rows.append(row)
+    seconds = time.perf_counter() - start
+    for row in rows:
+        row["seconds"] = seconds
+    return rows
+
+
+def table(rows: list[dict], method_inputs: int) -> str:
+    keys = [*METHODS, f"patching@{method_inputs}"]
+    lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
+             + " | best mean | s/model (median) |", "|" + "---|" * (6 + len(keys))]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["variant"], row["ablation"]), []).append(row)
+    for (variant, ablation), group in groups.items():
+        cells = []
+        means = []
+        for key in keys:
+            values = [r[key] for r in group if r[key] is not None and not np.isnan(r[key])]
+            mean = float(np.mean(values)) if values else float("nan")
+            means.append(mean)
+            cells.append(f"{mean:.3f} / {min(values):.3f}" if values else "n/a")
+        verified = sum(r["verified"] for r in group)
+        seconds = statistics.median(r["seconds"] for r in group)
+        lines.append(f"| {variant} | {ablation} | {len(group)} | {verified}/{len(group)} | " + " | ".join(cells)
+                     + f" | {np.nanmax(means):.3f} | {seconds:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="4,5", help="library max_seq_len values (default 4,5)")
+    parser.add_argument("--fuzz", type=int, default=100, help="random programs (default 100)")
+    parser.add_argument("--variants", default="a,b,c,d,e", help="library variants (default a,b,c,d,e)")
+    parser.add_argument("--fuzz-variants", default="a,e", help="variants for random programs (default a,e)")
+    parser.add_argument("--inputs", type=int, default=48, help="sampled inputs of the ground truth (default 48)")
+    parser.add_argument("--method-inputs", type=int, default=12, help="inputs the small-dataset methods see (default 12)")
+    parser.add_argument("--gd-steps", type=int, default=600, help="GD budget of variant c (default 600)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", help="comma-separated case names (e.g. reverse@5,fuzz3)")
+    parser.add_argument("--rows", type=Path, help="append one JSON line per result here")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    only = set(args.only.split(",")) if args.only else None
+    rows, failures = [], []
+    todo = [c for c in cases(sizes, args.fuzz, args.seed) if only is None or c[0] in only]
+    for name, program, vocab, max_seq_len, unique in tqdm(todo, desc="cases"):
+        variants = (args.fuzz_variants if name.startswith("fuzz") else args.variants).split(",")
+        for variant in variants:
+            try:
+                new = run_case(name, program, vocab, max_seq_len, unique, variant, args)
+            except Exception as error:  # noqa: BLE001 - a case that cannot be built is reported, not fatal
+                failures.append(f"{name} {variant}: {type(error).__name__}: {' '.join(str(error).split())[:160]}")
+                continue
+            rows += new
+            if args.rows:
+                with args.rows.open("a") as handle:
+                    handle.writelines(json.dumps(r) + "\n" for r in new)
+    print(table(rows, args.method_inputs))
+    print(f"\n{len(failures)} (case, variant) pairs not built:")
+    for line in failures:
+        print("  " + line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

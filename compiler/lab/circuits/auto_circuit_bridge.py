@@ -1,0 +1,74 @@
+"""Run the auto-circuit package (PyPI `auto-circuit`) on a compiled model's TransformerLens export.
+
+auto-circuit 1.0.1 imports `HookedTransformer` and `HookedTransformerKeyValueCache` from
+`transformer_lens` at import time. TransformerLens 4 removed `HookedTransformer`, and 3.x no longer
+exports `HookedTransformerKeyValueCache` at the top level, so auto-circuit only imports next to
+TransformerLens 2.x (measured: 2.16.1 works, 3.9.0 and 4.3.0 fail at import). This module
+therefore builds a TransformerLens 2.x `HookedTransformer` from `compiler.io.export.export_weights`
+(unscaled attention, the exported PAD mask) rather than `to_transformer_lens`, which targets the
+3.x and 4.x lines.
+
+auto-circuit scores next-token behaviour: one answer per prompt at the last position. The
+bridge feeds it full-length inputs (no PAD), the clean decoded value at the last position as the
+answer, every other output value as wrong answers, and, as corrupt prompts, the resampled inputs
+(same length), so its ablation matches `resample`. Its prune scores come back keyed by its edge
+names ("A0.1->A1.0.Q"); `scores_by_edge` maps them onto a `CircuitRecord`'s edges (both embeddings
+share auto-circuit's "Resid Start").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from compiler.io.export import export_weights
+from compiler.lab.circuits.ablation import resample_order
+from compiler.lab.circuits.record import CircuitRecord
+from compiler.model.compiled_model import CompiledModel
+
+
+def hooked_transformer(model: CompiledModel) -> Any:
+    """A TransformerLens 2.x `HookedTransformer` with the compiled weights, set up for
+    auto-circuit (split q/k/v inputs, per-head results, MLP input hooks)."""
+    import torch
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    exported = export_weights(model, attn_scale=None)
+    fields = set(HookedTransformerConfig.__dataclass_fields__)
+    cfg = HookedTransformerConfig(**{k: v for k, v in exported.config.items() if k in fields}, device="cpu")
+    tl_model = HookedTransformer(cfg)
+    state = {name: torch.tensor(value) for name, value in exported.state_dict.items()}
+    tl_model.load_state_dict(state, strict=False)
+    tl_model.cfg.use_attn_result = True
+    tl_model.cfg.use_split_qkv_input = True
+    tl_model.cfg.use_hook_mlp_in = True
+    tl_model.setup()
+    return tl_model.eval()
+
+
+def run_eap(model: CompiledModel, ids: np.ndarray, output_values: int) -> dict[str, float]:
+    """auto-circuit's edge attribution patching on `ids` (`[B, T]`, no PAD); `{edge name: score}`."""
+    import torch
+    from auto_circuit.data import PromptDataLoader, PromptDataset
+    from auto_circuit.prune_algos.edge_attribution_patching import edge_attribution_patching_prune_scores
+    from auto_circuit.utils.graph_utils import patchable_model
+
+    tl_model = hooked_transformer(model)
+    clean = torch.tensor(np.asarray(ids), dtype=torch.long)
+    corrupt = clean[torch.tensor(resample_order(ids, model.input_encoder.pad_id))]
+    with torch.no_grad():
+        last = tl_model(clean)[:, -1, :output_values]
+    answers = [row.argmax().reshape(1) for row in last]
+    wrong = [torch.tensor([v for v in range(output_values) if v != int(a)]) for a in answers]
+    dataset = PromptDataset(clean, corrupt, answers, wrong)
+    loader = PromptDataLoader(dataset, seq_len=None, diverge_idx=0, batch_size=len(clean))
+    patchable = patchable_model(tl_model, factorized=True, slice_output="last_seq", separate_qkv=True,
+                                device=torch.device("cpu"))
+    scores = edge_attribution_patching_prune_scores(patchable, loader, official_edges=None)
+    return {edge.name: float(edge.prune_score(scores).abs()) for edge in patchable.edges}
+
+
+def scores_by_edge(record: CircuitRecord, scores: dict[str, float]) -> np.ndarray:
+    """auto-circuit scores in the record's edge order (0 for an edge auto-circuit lacks)."""
+    return np.array([scores.get(edge.auto_circuit, 0.0) for edge in record.edges])

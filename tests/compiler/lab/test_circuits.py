@@ -1,0 +1,220 @@
+"""Ground-truth circuits: hand-checked examples, verification on library programs, scoring,
+variants that keep outputs, the record's JSON, and the repair of a redundant circuit."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from compiler import compile_rasp
+from compiler.examples import EXAMPLES
+from compiler.lab.circuits.ablation import InputDistribution
+from compiler.lab.circuits.components import Component, MLPLayer, Network, Port, network
+from compiler.lab.circuits.measure import measure_circuit, setup
+from compiler.lab.circuits.methods import eap_scores, edge_patching_scores
+from compiler.lab.circuits.patching import forward, source_outputs
+from compiler.lab.circuits.pipeline import measured
+from compiler.lab.circuits.record import CircuitRecord
+from compiler.lab.circuits.scoring import score
+from compiler.lab.circuits.variants import keeps_outputs, make_variant
+
+DIST = InputDistribution(48, seed=1)
+L0H0, L2H0 = "layer 0 attn head 0", "layer 2 attn head 0"
+
+
+def _example(name: str, max_seq_len: int = 5):
+    example = EXAMPLES[name]
+    program = example.build(max_seq_len)
+    return program, example.vocab, compile_rasp(program, set(example.vocab), max_seq_len)
+
+
+@pytest.fixture(scope="module")
+def frac_prevs():
+    return _example("frac_prevs")
+
+
+@pytest.fixture(scope="module")
+def reverse():
+    return _example("reverse")
+
+
+@pytest.fixture(scope="module")
+def reverse_records(reverse):
+    return _circuits(*reverse)
+
+
+def _circuits(program, vocab, model, variant="a"):
+    built = make_variant(variant, program, vocab, model.config.max_seq_len, model=model)
+    return {m.record.ablation: m.record for m in measured(built, program, DIST)}
+
+
+def test_frac_prevs_circuit_by_hand(frac_prevs):
+    # One head: the query and key read positions (select k <= q), the value reads the token
+    # (is_x folded into W_OV), the head writes frac_prevs, which the unembedding reads.
+    # Positions are the same in every input, so mean and resample ablation cannot remove them.
+    records = _circuits(*frac_prevs)
+    assert set(records["zero"].edge_names()) == {
+        f"embed positions -> {L0H0}.q", f"embed positions -> {L0H0}.k", f"embed tokens -> {L0H0}.v",
+        f"{L0H0} -> unembed.in"}
+    for ablation in ("mean", "resample"):
+        assert set(records[ablation].edge_names()) == {f"embed tokens -> {L0H0}.v", f"{L0H0} -> unembed.in"}
+    # The query's `one` and the key's BOS direction are read, but never decide an output.
+    assert records["zero"].difference()["structural_only"] == (f"embed tokens -> {L0H0}.q", f"embed tokens -> {L0H0}.k")
+    assert all(r.verification.verified and r.verification.minimal for r in records.values())
+
+
+def test_reverse_circuit_by_hand(reverse_records):
+    # layer 0: a head and an MLP compute length; layer 1 MLP: opp_idx = length - index - 1;
+    # layer 2 head: query opp_idx, key index, value token. Zero ablation also needs the `one`
+    # direction (MLP biases) and the BOS token the length head's value reads.
+    records = reverse_records
+    assert set(records["zero"].edge_names()) == {
+        f"embed tokens -> {L0H0}.v", "embed tokens -> layer 0 mlp.in", f"{L0H0} -> layer 0 mlp.in",
+        "embed tokens -> layer 1 mlp.in", "embed positions -> layer 1 mlp.in", "layer 0 mlp -> layer 1 mlp.in",
+        f"layer 1 mlp -> {L2H0}.q", f"embed positions -> {L2H0}.k", f"embed tokens -> {L2H0}.v",
+        f"{L2H0} -> unembed.in"}
+    # Mean ablation keeps what is constant per position (one, BOS, the index): only the path
+    # that carries the length and the token remains.
+    assert set(records["mean"].edge_names()) == {
+        f"{L0H0} -> layer 0 mlp.in", "layer 0 mlp -> layer 1 mlp.in", f"layer 1 mlp -> {L2H0}.q",
+        f"embed tokens -> {L2H0}.v", f"{L2H0} -> unembed.in"}
+    # Resampling from an input of the same length keeps the length: only the copied token matters.
+    assert set(records["resample"].edge_names()) == {f"embed tokens -> {L2H0}.v", f"{L2H0} -> unembed.in"}
+    assert all(r.verification.verified for r in records.values())
+
+
+FAST = ("hist",)  # slow too: the default run checks frac_prevs and reverse above
+
+
+@pytest.mark.parametrize("name", [n for n in EXAMPLES if n not in FAST])
+@pytest.mark.slow
+def test_every_library_circuit_is_sufficient_and_necessary(name):
+    _check_library(name)
+
+
+@pytest.mark.parametrize("name", FAST)
+@pytest.mark.slow
+def test_library_circuits_are_sufficient_and_necessary(name):
+    _check_library(name)
+
+
+def _check_library(name):
+    example = EXAMPLES[name]
+    max_seq_len = min(example.max_seq_len, 5)
+    program, vocab, model = _example(name, max_seq_len)
+    unique = name == "sort_unique"
+    built = make_variant("a", program, vocab, max_seq_len, model=model)
+    for m in measured(built, program, InputDistribution(48, seed=2, unique_tokens=unique)):
+        assert m.record.verification.sufficient, (name, m.record.ablation, m.record.verification)
+        assert m.record.verification.necessary, (name, m.record.ablation)
+        assert any(m.record.circuit)
+
+
+def test_patching_with_nothing_ablated_is_the_model(frac_prevs):
+    for _, _, model in (frac_prevs,):
+        net = network(model)
+        ids = DIST.ids(model)
+        outs = source_outputs(net, jnp.asarray(ids))
+        keep = jnp.ones((len(net.ports), len(net.sources), ids.shape[1]))
+        got = np.asarray(forward(net, keep, jnp.asarray(ids), jnp.zeros_like(outs)))
+        want = np.asarray(model.run(ids).output).reshape(got.shape)
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_scoring_gives_one_for_the_truth_and_about_a_half_for_random(reverse_records):
+    record = reverse_records["zero"]
+    truth = record.truth()
+    assert score(truth.astype(float), truth).roc_auc == 1.0
+    assert score(truth.astype(float), truth).average_precision == 1.0
+    assert score(truth.astype(float), truth).best_f1 == 1.0
+    rng = np.random.default_rng(0)
+    aucs = [score(rng.random(truth.size), truth).roc_auc for _ in range(200)]
+    assert abs(np.mean(aucs) - 0.5) < 0.03
+    with pytest.raises(ValueError, match="one score per edge"):
+        score(np.zeros(3), truth)
+
+
+@pytest.mark.slow
+def test_edge_patching_recovers_the_exact_circuit_and_eap_scores_every_edge(reverse):
+    program, vocab, model = reverse
+    s = setup(network(model), DIST.ids(model), "zero")
+    truth = measure_circuit(s).circuit
+    assert score(edge_patching_scores(s), truth).roc_auc == 1.0
+    eap = eap_scores(s)
+    assert eap.shape == truth.shape and np.all(np.isfinite(eap))
+
+
+@pytest.mark.parametrize("variant", ["e", pytest.param("b", marks=pytest.mark.slow), pytest.param("b+e", marks=pytest.mark.slow),
+                                     pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow)])
+def test_variants_keep_the_outputs(variant, frac_prevs):
+    program, vocab, model = _example("sort_unique") if variant in ("d", "d+e") else frac_prevs
+    unique = variant in ("d", "d+e")
+    built = make_variant(variant, program, vocab, model.config.max_seq_len, model=model, unique_tokens=unique)
+    tokens = InputDistribution(48, seed=3, unique_tokens=unique).tokens(tuple(sorted(vocab, key=repr)), model.config.max_seq_len)
+    assert keeps_outputs(built, program, tokens) == 1.0
+    records = {m.record.ablation: m.record for m in measured(built, program, InputDistribution(32, unique_tokens=unique))}
+    assert all(r.verification.verified for r in records.values())
+
+
+@pytest.mark.slow
+def test_reparametrised_circuit_equals_the_exact_one(frac_prevs):
+    exact = _circuits(*frac_prevs)
+    rotated = _circuits(*frac_prevs, variant="e")
+    for ablation, record in exact.items():
+        assert rotated[ablation].circuit == record.circuit
+
+
+@pytest.mark.slow
+def test_gd_variant_states_its_accuracy(frac_prevs):
+    program, vocab, model = frac_prevs
+    built = make_variant("c", program, vocab, 5, model=model, gd_steps=300)
+    tokens = DIST.tokens(tuple(sorted(vocab, key=repr)), 5)
+    assert 0.0 <= built.accuracy <= 1.0
+    assert keeps_outputs(built, program, tokens) >= 0.0
+
+
+def test_record_round_trips_through_json(frac_prevs, tmp_path):
+    record = _circuits(*frac_prevs)["zero"]
+    path = record.save(tmp_path / "circuit.json")
+    loaded = CircuitRecord.load(path)
+    assert loaded == record
+    hooks = loaded.hook_truth()
+    assert hooks[("hook_pos_embed", None, "blocks.0.hook_q_input", 0)]
+    assert not hooks[("hook_embed", None, "blocks.0.hook_q_input", 0)]
+    assert loaded.auto_circuit_truth()["Resid Start->A0.0.Q"]  # either embedding counts
+    assert loaded.auto_circuit_truth()["A0.0->Resid End"]
+
+
+def test_redundant_paths_are_repaired_into_a_minimal_sufficient_circuit():
+    # Residual [is_x, flag, one]; two MLPs each add 1 to `flag` when the token is x; the output
+    # is "x" when flag (logit) beats 0.5 * one. Either MLP alone decides it, so no single edge
+    # of theirs changes an output and the single-edge circuit is not sufficient.
+    tok = np.array([[0, 0, 1], [1, 0, 1], [0, 0, 1], [0, 0, 0]], np.float32)  # a, x, BOS, PAD
+    mlp = MLPLayer(np.array([[1.0], [0.0], [0.0]], np.float32), np.array([[0.0, 1.0, 0.0]], np.float32), "relu")
+    sources = (Component("embed tokens", "embed"), Component("embed positions", "embed"),
+               Component("layer 0 mlp", "mlp"), Component("layer 1 mlp", "mlp"))
+    ports = tuple(Port(name, "in", "", None, "") for name in ("layer 0 mlp", "layer 1 mlp", "unembed"))
+    net = Network(sources, ports, tok, np.zeros((4, 3), np.float32), (mlp, mlp),
+                  np.array([[0, 0], [1, 0], [0, 0.5]], np.float32), slice(0, 2), False, 0.5, 2, 3, False)
+    ids = np.array([[2, 1, 0], [2, 0, 1], [2, 1, 1], [2, 0, 0]], np.int32)
+    found = measure_circuit(setup(net, ids, "zero"))
+    assert found.single_outside_changes > 0
+    assert found.sufficient and found.minimal and found.verified
+    assert "greedy repair" in found.how_found
+    names = {e.name for e, on in zip(net.edges, found.circuit) if on}
+    paths = [{f"embed tokens -> layer {i} mlp.in", f"layer {i} mlp -> unembed.in"} for i in (0, 1)]
+    assert "embed tokens -> unembed.in" in names and any(p <= names for p in paths)
+
+
+def test_cli_writes_the_record_and_the_picture(tmp_path, capsys):
+    from compiler.cli import main
+
+    out = tmp_path / "fp"
+    assert main(["circuit", "--example", "frac_prevs", "--ablation", "mean", "--inputs", "32", "--out", str(out)]) == 0
+    record = CircuitRecord.load(f"{out}.json")
+    assert record.ablation == "mean" and record.verification.verified
+    assert (tmp_path / "fp.png").read_bytes()[:4] == b"\x89PNG"
+    assert "2 of 9 edges" in capsys.readouterr().out
+    assert main(["circuit", "--example", "frac_prevs", "--ablation", "half", "--out", str(out)]) == 2
+    assert "unknown ablation 'half'" in capsys.readouterr().err
