@@ -133,7 +133,8 @@ def _leaf_qk(
     an empty one-hot is None)."""
     queries, keys = output_space(graph, leaf.queries), output_space(graph, leaf.keys)
     nullable = graph.nodes[leaf.queries][nodes.NULLABLE] or graph.nodes[leaf.keys][nodes.NULLABLE]
-    if nullable and selectors.selects_none(leaf.predicate):
+    predicate = leaf.predicate.predicate if isinstance(leaf.predicate, fold_maps.FoldedPredicate) else leaf.predicate
+    if nullable and selectors.selects_none(predicate):  # (folded Maps never give None here)
         return categorical_attn.selects_absent_qk(queries, keys, leaf.predicate, ONE, bos)
     try:
         return categorical_attn.selector_qk(queries, keys, leaf.predicate)
@@ -285,6 +286,8 @@ def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis)
         return None
     row = np.zeros(out_space.num_dims)
     if g.is_numerical(graph, label) and expr.default is None:
+        if not g.has_none_flag(graph, label):
+            return None  # value inference proved something is always selected
         row[out_space.index(g.none_direction(label))] = 1.0
     elif g.is_numerical(graph, label):
         row[out_space.index(BasisDirection(label))] = float(expr.default)

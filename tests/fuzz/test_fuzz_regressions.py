@@ -254,3 +254,29 @@ def test_fuzz_s0_p623_or_over_a_none_able_sop_is_refused_not_miscompiled():
     assert problems and "packed s-op v6_joint_keys" in problems[0]
     for causal in (False, True):
         assert_exact(program, vocab=[8], max_seq_len=1, causal=causal, allow_refusal=True)
+
+
+def test_fuzz_s0_p883_numerical_default_none_that_never_shows():
+    # Per-position inference proved v3 always selects (key 0), so it has no none flag, but the
+    # head still asked for a BOS default row for default=None (KeyError).
+    v2 = rasp.Select(rasp.indices, rasp.indices, lambda k, q: k > q or k == 0).named("v2")
+    v3 = rasp.numerical(rasp.Aggregate(v2, rasp.indices, default=None)).named("v3")
+    v4 = lib.shift_by(1, rasp.tokens).named("v4")
+    v6 = rasp.SelectorWidth(rasp.Select(v4, v4, rasp.Comparison.GEQ)).named("v6")
+    v7 = rasp.Select(v6, v6, rasp.Comparison.EQ).named("v7")
+    program = rasp.Aggregate(v7, v3, default=None).named("v8")
+    for causal in (False, True):
+        assert_exact(program, vocab=["c"], max_seq_len=2, causal=causal)
+
+
+def test_fuzz_s0_p1353_negated_leaf_with_a_folded_map_selects_none_queries():
+    # ~Select(v2, v4, GEQ) with v4 None everywhere selects every key; v2 (a Map) was folded into
+    # the head, which hid the negation from the None-pair construction (compiled mean 0).
+    v2 = rasp.Map(lambda x: not x, rasp.indices).named("v2")
+    v3 = rasp.Map(lambda x: not x, v2).named("v3")
+    v4 = lib.shift_by(2, v3).named("v4")
+    v6 = (~rasp.Select(v2, v4, rasp.Comparison.GEQ)).named("v6")
+    v7 = rasp.numerical(rasp.Aggregate(v6, v3, default=0)).named("v7")
+    program = rasp.LinearSequenceMap(v7, rasp.tokens, 1, -1).named("v8")
+    for causal in (False, True):
+        assert_exact(program, vocab=[2], max_seq_len=2, causal=causal)
