@@ -53,6 +53,26 @@ def outputs_match(got: Sequence[Any], expected: Sequence[Any], tolerance: float 
     return True
 
 
+
+def compare_with_evaluator(model: CompiledModel, program: Any, inputs: Sequence[Sequence[Hashable]],
+                           causal: bool, name: str) -> int:
+    """Run `inputs` through `model` and assert each decoded output equals `rasp.evaluate`'s, for
+    every input inside the program's domain (inputs the evaluator rejects are skipped); returns
+    how many were compared."""
+    from rasp import rasp  # kept local: the craft tests import this module without rasp's users
+
+    decoded = model.apply_batch([["BOS", *xs] for xs in inputs])
+    compared = 0
+    for xs, out in zip(inputs, decoded):
+        try:
+            expected = rasp.evaluate(program, list(xs), causal=causal)
+        except rasp.RaspEvaluationError:
+            continue
+        compared += 1
+        assert out[0] == "BOS"
+        assert outputs_match(out[1:], expected), (name, xs, out[1:], expected)
+    return compared
+
 # -- CLI, files, pictures, export -------------------------------------------------------------
 
 # A user program file for the CLI tests: an s-op, a builder function, programs that fail.

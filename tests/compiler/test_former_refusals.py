@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from support import outputs_match, random_inputs
+from support import compare_with_evaluator, random_inputs
 
 from compiler import CausalSemanticsWarning, compile_rasp
 from rasp import rasp
@@ -72,13 +72,5 @@ def test_former_refusal_compiles_and_matches(name, max_seq_len, causal):
         warnings.simplefilter("ignore", CausalSemanticsWarning)
         model = compile_rasp(program, VOCAB, max_seq_len, causal=causal)
     inputs = random_inputs(VOCAB, max_seq_len, INPUTS, seed=max_seq_len)
-    decoded = model.apply_batch([["BOS"] + xs for xs in inputs])
-    compared = 0
-    for xs, out in zip(inputs, decoded):
-        try:
-            expected = rasp.evaluate(program, xs, causal=causal)
-        except rasp.RaspEvaluationError:
-            continue
-        compared += 1
-        assert outputs_match(out[1:], expected), (name, xs, out[1:], expected)
+    compared = compare_with_evaluator(model, program, inputs, causal, name)
     assert compared >= 20, f"{name}: only {compared} inputs inside the evaluator's domain"
