@@ -44,6 +44,30 @@ ELL_PADDING = 4
 FORMS = ("dense", "rebuild", "columns", "rows", "interval")
 
 
+# An index tuple made of at most this many runs of consecutive coordinates is read and written
+# with slices (`index_runs`); more runs use one gather or scatter-add.
+MAX_RUNS = 8
+
+
+def index_runs(idx: tuple[int, ...] | None) -> tuple[tuple[int, int, int], ...] | None:
+    """`idx` as `(start in idx, first coordinate, length)` runs of consecutive coordinates, or
+    `None` when `idx` is `None` or needs more than `MAX_RUNS` runs.
+
+    The residual layout keeps each s-op's directions together, so a weight reads and writes a few
+    runs: slices of the stream, which XLA updates in place, where a scatter-add into a
+    `[batch, T, D]` array costs a pass over all of it.
+    """
+    if idx is None or len(idx) == 0:
+        return None
+    coords = np.asarray(idx, dtype=np.int64)
+    breaks = np.flatnonzero(np.diff(coords) != 1) + 1
+    if len(breaks) + 1 > MAX_RUNS:
+        return None
+    starts = np.concatenate(([0], breaks))
+    stops = np.concatenate((breaks, [len(coords)]))
+    return tuple((int(a), int(coords[a]), int(b - a)) for a, b in zip(starts, stops))
+
+
 @dataclasses.dataclass(frozen=True)
 class SparseLinear:
     """`y[out_idx] += x[in_idx] @ M` with `M` of shape `(len(in_idx), len(out_idx))`.
@@ -202,6 +226,16 @@ class SparseLinear:
         entry = np.full(self.shape[1], len(rows), dtype=np.int32)
         entry[cols[::-1]] = np.arange(len(rows) - 1, -1, -1, dtype=np.int32)  # first entry per column
         return perm, lo.astype(np.int32), hi.astype(np.int32), entry
+
+    @functools.cached_property
+    def in_runs(self) -> tuple[tuple[int, int, int], ...] | None:
+        """`in_idx` as runs of consecutive coordinates (see `index_runs`)."""
+        return index_runs(self.in_idx)
+
+    @functools.cached_property
+    def out_runs(self) -> tuple[tuple[int, int, int], ...] | None:
+        """`out_idx` as runs of consecutive coordinates (see `index_runs`)."""
+        return index_runs(self.out_idx)
 
     def padded_work(self, axis: int) -> int:
         """Multiply-adds per token of the ELL layout along `axis` (1: columns, 0: rows)."""

@@ -54,27 +54,61 @@ def apply_linear(spec: SparseLinear, param: jax.Array, x: jax.Array, out_width: 
     per token, memory one output-sized array); rows, scatter-add one scaled input row per step;
     interval, one prefix sum over the permuted inputs and two gathers per output column;
     rebuild, the matrix made dense once per call (its own size, independent of batch and
-    length) for one matmul.
+    length) for one matmul. With `out_idx`, the result is placed into `out_width` coordinates
+    (`add_linear` adds it into an existing stream instead, without the zero array).
     """
-    if spec.in_array is not None:
-        x = jnp.take(x, spec.in_array, axis=-1)
-    form = spec.applied_form
-    if form == "dense":
-        y = jnp.einsum("...i,io->...o", x, param, precision=PRECISION)
-    elif form == "columns":
-        y = _apply_ell(spec, param, x)
-    elif form == "rows":
-        y = _apply_row_ell(spec, param, x)
-    elif form == "interval":
-        y = _apply_interval(spec, param, x)
-    else:
-        rows, cols = spec.pattern
-        matrix = jnp.zeros(spec.shape, param.dtype).at[rows, cols].set(param)
-        y = jnp.einsum("...i,io->...o", x, matrix, precision=PRECISION)
-    if spec.out_array is None:
+    y = _product(spec, param, _inputs(spec, x))
+    if spec.out_idx is None:
         return y
     assert out_width is not None, "a scattered output needs its width"
-    return jnp.zeros(y.shape[:-1] + (out_width,), y.dtype).at[..., spec.out_array].add(y)
+    return _add_outputs(spec, jnp.zeros(y.shape[:-1] + (out_width,), y.dtype), y)
+
+
+def add_linear(stream: jax.Array, spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:
+    """`stream + apply_linear(spec, param, x, width)` without a `[..., width]` array of zeros:
+    the product is added into the coordinates it writes (slices where they are a few runs)."""
+    y = _product(spec, param, _inputs(spec, x))
+    if spec.out_idx is None:
+        return stream + y
+    return _add_outputs(spec, stream, y)
+
+
+def _inputs(spec: SparseLinear, x: jax.Array) -> jax.Array:
+    """`x[..., in_idx]`: slices when `in_idx` is a few runs (`SparseLinear.in_runs`), else a gather."""
+    if spec.in_idx is None:
+        return x
+    runs = spec.in_runs
+    if runs is None:
+        return jnp.take(x, spec.in_array, axis=-1)
+    parts = [x[..., first : first + size] for _, first, size in runs]
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
+
+
+def _add_outputs(spec: SparseLinear, stream: jax.Array, y: jax.Array) -> jax.Array:
+    """`stream[..., out_idx] += y`: slice updates when `out_idx` is a few runs, else a scatter-add."""
+    runs = spec.out_runs
+    if runs is None:
+        return stream.at[..., spec.out_array].add(y)
+    for start, first, size in runs:
+        stream = stream.at[..., first : first + size].add(y[..., start : start + size])
+    return stream
+
+
+def _product(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:
+    """`x @ M` over the weight's own coordinates, computed in `spec.applied_form`."""
+    form = spec.applied_form
+    if form == "dense":
+        return jnp.einsum("...i,io->...o", x, param, precision=PRECISION)
+    if form == "columns":
+        return _apply_ell(spec, param, x)
+    if form == "rows":
+        return _apply_row_ell(spec, param, x)
+    if form == "interval":
+        return _apply_interval(spec, param, x)
+    rows, cols = spec.pattern
+    matrix = jnp.zeros(spec.shape, param.dtype).at[rows, cols].set(param)
+    return jnp.einsum("...i,io->...o", x, matrix, precision=PRECISION)
+
 
 # Block size of `_prefix_sums`: the within-block sums are one matmul with a 0/1 triangle.
 SCAN_BLOCK = 32
@@ -140,6 +174,20 @@ def _apply_row_ell(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Ar
             y = add_step(step, y)
         return y
     return jax.lax.fori_loop(0, len(ell_cols), add_step, y)
+
+
+def embedding_table(spec: SparseLinear, param: jax.Array, rows: int, width: int) -> jax.Array:
+    """`[rows, width]`: the weight as a dense matrix over all its input and output coordinates
+    (for an embedding, row `i` is what one-hot input `i` writes)."""
+    if spec.is_sparse:
+        matrix = jnp.zeros(spec.shape, param.dtype).at[spec.pattern].set(param)
+    else:
+        matrix = param
+    if spec.in_idx is not None:
+        matrix = jnp.zeros((rows, spec.shape[1]), matrix.dtype).at[spec.in_array].add(matrix)
+    if spec.out_idx is not None:
+        matrix = _add_outputs(spec, jnp.zeros((matrix.shape[0], width), matrix.dtype), matrix)
+    return matrix
 
 
 class ModelOutput(NamedTuple):
@@ -208,11 +256,10 @@ class CompiledTransformer(hk.Module):
             write = lambda y: jnp.einsum("...D,Dd->...d", y, projection, precision=PRECISION)
 
         length = ids.shape[-1]
-        token_onehot = jax.nn.one_hot(ids, config.vocab_size, dtype=jnp.float32)
-        position_onehot = jax.nn.one_hot(jnp.arange(length), config.max_seq_len + 1)
-        embedded = apply_linear(config.token_embed, self._get("embed", "token"), token_onehot, width)
-        embedded = embedded + apply_linear(config.pos_embed, self._get("embed", "position"), position_onehot, width)
-        stream = write(embedded)
+        # A one-hot input times a matrix is a row of it: look the rows up in the embedding tables.
+        tokens = embedding_table(config.token_embed, self._get("embed", "token"), config.vocab_size, width)
+        positions = embedding_table(config.pos_embed, self._get("embed", "position"), config.max_seq_len + 1, width)
+        stream = write(jnp.take(tokens, ids, axis=0) + positions[:length])
         residuals = [read(stream)]
         attention = []
         written = []
@@ -224,15 +271,20 @@ class CompiledTransformer(hk.Module):
         for index, layer in enumerate(config.layers):
             x = read(stream)
             module = f"layer_{index}"
+            # Without a projection each sub-layer adds straight into (a copy of) the stream: no
+            # `[batch, T, D]` delta of zeros per sub-layer, which dominated wide models.
+            base = jnp.zeros_like(x) if projection is not None else stream
             if isinstance(layer, AttentionSpec):
-                delta, pattern = self._attention(module, layer, x, mask, width)
+                delta, pattern = self._attention(module, layer, x, mask, base)
                 attention.append(pattern)
             else:
                 hidden = apply_linear(layer.w_in, self._get(module, "w_in"), x)
-                delta = apply_linear(layer.w_out, self._get(module, "w_out"), activate(layer.activation, hidden), width)
+                delta = add_linear(base, layer.w_out, self._get(module, "w_out"), activate(layer.activation, hidden))
             if projection is not None:
                 written.append(delta)
-            stream = stream + write(delta)
+                stream = stream + write(delta)
+            else:
+                stream = delta
             residuals.append(read(stream))
 
         logits = apply_linear(config.unembed, self._get("unembed", "w_u"), read(stream))
@@ -240,9 +292,10 @@ class CompiledTransformer(hk.Module):
         return ModelOutput(output, tuple(residuals), tuple(attention), tuple(written))
 
     def _attention(
-        self, module: str, layer: AttentionSpec, x: jax.Array, mask: jax.Array, width: int
+        self, module: str, layer: AttentionSpec, x: jax.Array, mask: jax.Array, base: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
-        delta = jnp.zeros_like(x)
+        """`(base + what the heads write, the patterns)`."""
+        delta = base
         patterns = []
         for h, head in enumerate(layer.heads):
             q = apply_linear(head.w_q, self._get(module, f"head_{h}_q"), x)
@@ -252,7 +305,7 @@ class CompiledTransformer(hk.Module):
             logits = jnp.where(mask, logits, MASKED_LOGIT)
             pattern = jax.nn.softmax(logits, axis=-1)
             mixed = jnp.einsum("...ts,...sr->...tr", pattern, v, precision=PRECISION)
-            delta = delta + apply_linear(head.w_o, self._get(module, f"head_{h}_o"), mixed, width)
+            delta = add_linear(delta, head.w_o, self._get(module, f"head_{h}_o"), mixed)
             patterns.append(pattern)
         if not patterns:
             batch_shape = x.shape[:-2]
@@ -290,6 +343,8 @@ __all__ = [
     "PRECISION",
     "CompiledTransformer",
     "ModelOutput",
+    "add_linear",
     "apply_linear",
+    "embedding_table",
     "build",
 ]
