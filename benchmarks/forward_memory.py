@@ -11,6 +11,10 @@ and how many weights run in each form (`compiler.model.forms`).
     python benchmarks/forward_memory.py                       # sort 50/50, batch 64
     python benchmarks/forward_memory.py --examples sort,reverse --sizes 25,50 --batch 64
     python benchmarks/forward_memory.py --root /path/to/other/checkout   # compare before/after
+    python benchmarks/forward_memory.py --examples hist,sort --sizes 32 --vocab 1000   # 1,000 tokens
+
+`match` is the fraction of the batch's sequences whose decoded output equals `rasp.evaluate`'s
+(the compiled model checked at the measured size).
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ import jax, jax.numpy as jnp, numpy as np
 from benchmarks.floor import floor_seconds
 from compiler import compile_rasp
 from compiler.examples import EXAMPLES
+from compiler.fuzzing.differential import same_value
+from rasp import rasp
 
 def rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 example = EXAMPLES[{name!r}]
-vocab = example.scaled_vocab({size})
-model = compile_rasp(example.build({size}), vocab, {size})
+vocab = example.scaled_vocab({vocab})
+program = example.build({size})
+model = compile_rasp(program, vocab, {size})
 after_compile = rss_mb()
 rng = np.random.default_rng(1)
 batch = [["BOS"] + [vocab[i] for i in rng.integers(len(vocab), size={size})] for _ in range({batch})]
@@ -51,7 +58,12 @@ for _ in range(5):
     start = time.perf_counter()
     jax.block_until_ready(model.forward(model.params, ids).output)
     times.append(time.perf_counter() - start)
-floor = floor_seconds(model, {batch}, {size} + 1)
+floor = floor_seconds(model, {batch}, {size} + 1) if {floor} else float('nan')
+decoded = model.apply_batch(batch)
+match = sum(
+    all(same_value(g, w) for g, w in zip(got[1:], rasp.evaluate(program, row[1:])))
+    for got, row in zip(decoded, batch)
+) / len(batch)
 forms = collections.Counter(spec.applied_form for spec in model.config.linears().values())
 analysis = model.forward.lower(model.params, ids).compile().memory_analysis()
 xla = analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes
@@ -59,20 +71,24 @@ print(json.dumps(dict(
     width=model.config.residual_width, rss_compile=after_compile, rss_forward=after_forward,
     xla_mb=xla / 2**20, temp_mb=analysis.temp_size_in_bytes / 2**20, first_s=first,
     warm_s=statistics.median(times), floor_s=floor, ratio=statistics.median(times) / floor,
-    forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
+    match=match, forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
 """
 
 COLUMNS = (
     ("example", "{:<15}"), ("setting", "{:>7}"), ("width", "{:>6}"), ("rss_compile", "{:>11.0f}"),
     ("rss_forward", "{:>11.0f}"), ("xla_mb", "{:>8.0f}"), ("temp_mb", "{:>8.0f}"),
     ("first_s", "{:>8.2f}"), ("warm_s", "{:>8.3f}"), ("floor_s", "{:>8.3f}"), ("ratio", "{:>6.2f}"),
+    ("match", "{:>5.2f}"),
     ("forms", "  {}"),
 )
 
 
-def measure(root: Path, name: str, size: int, batch: int, timeout: float) -> dict:
-    code = SNIPPET.format(root=str(root), name=name, size=size, batch=batch)
-    row = {"example": name, "setting": f"{size}/{size}"}
+def measure(
+    root: Path, name: str, size: int, batch: int, timeout: float, vocab: int | None = None, floor: bool = True
+) -> dict:
+    vocab = size if vocab is None else vocab
+    code = SNIPPET.format(root=str(root), name=name, size=size, batch=batch, vocab=vocab, floor=floor)
+    row = {"example": name, "setting": f"{vocab}/{size}"}
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -94,13 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="50", help="comma list of vocab size = max_seq_len")
     parser.add_argument("--batch", type=int, default=64, help="sequences per forward call")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose compiler is measured")
+    parser.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: each size)")
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor (slow at 200/200)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per setting")
     args = parser.parse_args(argv)
     print(f"batch {args.batch}; memory in MB (peak RSS of the process; XLA = args + outputs + temps)")
     print(" ".join(key.rjust(len(fmt.format(0))) if key != "example" else key.ljust(15) for key, fmt in COLUMNS))
     for size in (int(s) for s in args.sizes.split(",")):
         for name in args.examples.split(","):
-            print(format_row(measure(args.root, name, size, args.batch, args.timeout)), flush=True)
+            print(format_row(measure(args.root, name, size, args.batch, args.timeout, args.vocab, not args.no_floor)), flush=True)
     return 0
 
 
