@@ -29,6 +29,7 @@ from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program
 from compiler.passes.outputs import Outputs
 from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.readout import trace_values
+from compiler.passes.reuse import first_owners
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes
 from compiler.passes.sums import expand_sums
 from compiler.passes.validate import check_graph, warn_causal_semantics
@@ -130,6 +131,7 @@ def compile_rasp(
     causal_strict: bool = False,
     optimize: bool | Iterable[str] = True,
     max_weight_bytes: int | None = DEFAULT_MAX_WEIGHT_BYTES,
+    reuse_residual: bool = False,
 ) -> CompiledModel:
     """Compile `program` into a transformer exact on every input of up to `max_seq_len` tokens.
 
@@ -165,6 +167,11 @@ def compile_rasp(
         matrices are estimated (`compiler.passes.size_estimate`) to take more than this many
         bytes while compiling (default 1 GiB); a quarter of it or more gives a
         `ModelSizeWarning`. None disables the check.
+      reuse_residual: opt-in residual reuse (`compiler.passes.reuse`): a value written after
+        another's last read takes its residual slot, which an MLP clears first (two ReLU units
+        per slot). Outputs are unchanged; the stream is narrower, but a slot then has several
+        owners (`CompiledModel.residual_reuse`), so tools that read one s-op direction per
+        residual coordinate (circuit and feature ground truth) see only the first owner.
 
     Returns:
       The `CompiledModel`: Haiku params and a pure, jittable forward, the config with the
@@ -204,7 +211,7 @@ def compile_rasp(
     craft = lay_out(
         graph, sublayers, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len=max_seq_len, causal=causal
     )
-    haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes)
+    haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, reuse_residual=reuse_residual)
     output_encoder = _output_encoder(graph, isinstance(program, (list, tuple)), compiler_bos)
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
     map_errors = {
@@ -221,7 +228,8 @@ def compile_rasp(
         graph=graph,
         craft_model=craft_model,
         sublayers=tuple(sublayers),
-        residual_space=craft.residual,
+        residual_space=craft.residual if haiku.reuse is None else first_owners(craft.residual, haiku.reuse),
+        residual_reuse=haiku.reuse,
         input_encoder=encoder,
         output_encoder=output_encoder,
         program=program,

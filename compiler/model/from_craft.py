@@ -21,6 +21,7 @@ from compiler.model.forms import choose_forms
 from compiler.model.transformer import ModelConfig, ModelOutput, build
 from compiler.passes.assemble import assemble
 from compiler.passes.layout import CraftModel, Embeddings
+from compiler.passes.reuse import ResidualReuse, reuse_residual as reuse_directions
 from craft.bases import VectorInBasis, VectorSpaceWithBasis
 
 
@@ -31,6 +32,8 @@ class HaikuModel:
     config: ModelConfig
     params: dict
     forward: Callable[..., ModelOutput]
+    # What the residual-reuse pass did (`compiler.passes.reuse`); None when it did not run.
+    reuse: ResidualReuse | None = None
 
 
 def embeddings_from_vectors(
@@ -66,7 +69,9 @@ def _table(residual: VectorSpaceWithBasis, rows: Sequence[VectorInBasis | None],
     return table
 
 
-def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True, backend: str | None = None) -> HaikuModel:
+def model_from_craft(
+    craft: CraftModel, *, sparse_qk: bool = True, backend: str | None = None, reuse_residual: bool = False
+) -> HaikuModel:
     """Assemble `craft`'s blocks and tables into weights and build the Haiku model.
 
     Args:
@@ -75,6 +80,8 @@ def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True, backend: str 
         `I, W_QKᵀ`.
       backend: the backend whose costs choose each weight's form (`compiler.model.forms`);
         default `jax.default_backend()`.
+      reuse_residual: let values written later take the residual slots of values no longer
+        read (`compiler.passes.reuse`): a narrower stream, several owners per slot.
 
     Returns:
       The config, the Haiku params and `forward(params, ids, projection=None)`.
@@ -89,6 +96,9 @@ def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True, backend: str 
         numerical_output=craft.numerical_output,
         sparse_qk=sparse_qk,
     )
+    reuse = None
+    if reuse_residual:
+        config, weights, reuse = reuse_directions(config, weights)
     config = choose_forms(config, weights, backend or jax.default_backend())
     params, forward, _ = build(config, weights)
-    return HaikuModel(config=config, params=params, forward=forward)
+    return HaikuModel(config=config, params=params, forward=forward, reuse=reuse)
