@@ -208,9 +208,16 @@ def save_model(
     (0666 minus the umask). Raises `ModelFileError` if a token or s-op value has a type the
     format cannot store, or if `path` cannot be written (a folder, a device or other special
     file, a path under a file, an empty path, a read-only place), naming the path and the fix;
-    the path is checked before the file's contents are built.
+    the path is checked before the file's contents are built. A model compiled with
+    `reuse_residual=True` is refused: the format stores one s-op direction per residual
+    coordinate, not a slot's several owners.
     """
     check_target(path)
+    if getattr(model, "residual_reuse", None) is not None:
+        raise ModelFileError(
+            f"{path}: this model was compiled with reuse_residual=True; its residual slots have several "
+            "owners, which the model file format cannot record; save a model compiled without it"
+        )
     return atomic_write_bytes(path, model_bytes(model, source, label, storage))
 
 
