@@ -53,6 +53,9 @@ class ResidualReuse:
     owners: tuple[tuple[Owner, ...], ...]
     width_before: int
     width_after: int
+    # The most coordinates holding a value that is still to be read, after any one sub-layer (or
+    # the embedding): no reuse of whole coordinates can go below it.
+    peak_alive: int = 0
 
     def owner_at(self, slot: int, sublayer: int) -> str | None:
         """The label of the direction held by `slot` in the stream after `sublayer` (-1: after
@@ -233,7 +236,20 @@ def reuse_residual(config: ModelConfig, weights: Weights) -> tuple[ModelConfig, 
     )
     labels = tuple(SEPARATOR.join(config.residual_labels[c] for c in coords) for coords in slots)
     config = dataclasses.replace(config.with_linears(specs, config.backend), residual_labels=labels)
-    return config, weights, ResidualReuse(owners=owners, width_before=width, width_after=len(slots))
+    record = ResidualReuse(owners=owners, width_before=width, width_after=len(slots), peak_alive=peak_alive(lives, len(config.layers)))
+    return config, weights, record
+
+
+def peak_alive(lives: Sequence[_Life], sublayers: int) -> int:
+    """The largest number of coordinates written at or before sub-layer `s` and read after it,
+    over every `s` from the embedding (-1) to the last sub-layer."""
+    alive = np.zeros(sublayers + 1, dtype=np.int64)  # index s + 1
+    for life in lives:
+        if life.writes and life.reads:
+            first, last = min(life.writes), max(life.reads)
+            if last > first:
+                alive[first + 1 : last + 1] += 1
+    return int(alive.max(initial=0))
 
 
 def first_owners(residual: VectorSpaceWithBasis, reuse: ResidualReuse) -> VectorSpaceWithBasis:

@@ -73,6 +73,7 @@ def test_reverse_is_narrower_and_labels_name_every_owner():
     assert record.width_before == plain.config.residual_width
     assert record.width_after == reused.config.residual_width == len(reused.residual_space.basis)
     assert reused.config.residual_width <= 0.8 * plain.config.residual_width
+    assert 0 < record.peak_alive <= record.width_after
     shared = [slot for slot, owners in enumerate(record.owners) if len(owners) > 1]
     assert shared
     for slot in shared:
