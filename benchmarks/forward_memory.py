@@ -94,7 +94,8 @@ def measure(
     except subprocess.TimeoutExpired:
         return row | {"note": f"over {timeout:.0f} s"}
     if done.returncode != 0:
-        return row | {"note": done.stderr.strip().splitlines()[-1][:80]}
+        lines = done.stderr.strip().splitlines()
+        return row | {"note": lines[-1][:80] if lines else f"exit code {done.returncode} (killed: out of memory?)"}
     return row | json.loads(done.stdout.strip().splitlines()[-1])
 
 
