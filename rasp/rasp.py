@@ -631,6 +631,15 @@ class Loop(SOp):
     def _default_annotations(self, label: str) -> dict[str, Any]:
         return {"name": label, "encoding": get_encoding(self.init)}
 
+    def unrolled(self) -> SOp:
+        """The loop written out without a Loop: ``body`` called ``steps`` more times, on
+        ``init`` and then on each result (what a RASP user writes by hand; compiled, each
+        iteration gets layers of its own). Evaluates like the Loop."""
+        result: SOp = self.init
+        for _ in range(self.steps):
+            result = self.body(result)
+        return annotate(result, name=self.label)
+
     @property
     def children(self) -> tuple[RASPExpr, ...]:
         return (self.init,)
