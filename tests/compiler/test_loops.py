@@ -183,3 +183,20 @@ def test_nested_loops_are_refused() -> None:
     loop = rasp.Loop(body, rasp.tokens, 2)
     with pytest.raises(UnsupportedProgramError, match="nested loops are not compiled"):
         compile_rasp(loop, set(BITS), 4)
+
+
+def test_summary_and_pictures_show_the_tying(parity_pair, tmp_path) -> None:
+    from compiler.cli.plots import plot_attention, plot_residuals
+    from compiler.cli.summary import model_summary, summary_text
+
+    _, model, _ = parity_pair
+    summary = model_summary(model)
+    assert summary["tied"] == {"layers": [1, 1], "repeats": 7, "executed_layers": 8}
+    assert summary["sublayers"] == ["layer 0 attn", "layer 0 mlp", "layer 1 attn (tied)", "layer 1 mlp (tied)"]
+    assert "tied: layer 1 stored once, run 7 times with shared weights" in summary_text(summary)
+    tokens = ["BOS", 1, 0, 1, 1]
+    heads = plot_attention(model, tokens, tmp_path / "attention.png")
+    titles = [ax.get_title() for ax in heads.axes if ax.get_title()]
+    assert titles[0] == "layer 1 head 0\n(tied layer 1, iteration 1)" and len(titles) == 7
+    residuals = plot_residuals(model, tokens, tmp_path / "residuals.png")
+    assert sum(bool(ax.get_title()) for ax in residuals.axes) == 1 + 2 * 7 + 1  # embed, block x 7, prefix MLP
