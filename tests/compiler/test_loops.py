@@ -200,3 +200,15 @@ def test_summary_and_pictures_show_the_tying(parity_pair, tmp_path) -> None:
     assert titles[0] == "layer 1 head 0\n(tied layer 1, iteration 1)" and len(titles) == 7
     residuals = plot_residuals(model, tokens, tmp_path / "residuals.png")
     assert sum(bool(ax.get_title()) for ax in residuals.axes) == 1 + 2 * 7 + 1  # embed, block x 7, prefix MLP
+
+
+@pytest.mark.parametrize("name", ["parity_loop"])  # addition_loop: same path, slower
+def test_command_line_compiles_the_catalogue_loops(name: str, capsys) -> None:
+    from compiler.cli.command_line import main
+    from compiler.examples import CATALOGUE, EXAMPLES, LOOP_EXAMPLES
+
+    assert name in CATALOGUE and name in LOOP_EXAMPLES and name not in EXAMPLES
+    example = LOOP_EXAMPLES[name]
+    assert main(["--example", name]) == 0
+    printed = capsys.readouterr().out
+    assert f"run {example.max_seq_len - 1} times with shared weights" in printed
