@@ -5,12 +5,12 @@ For each loop program (`parity_loop`, `addition_loop`) and max_seq_len, the loop
 times); `unrolled` is `compile_rasp(loop.unrolled())` (the body written out in Python, a fresh
 block per iteration, the graph optimisation passes on). Columns: stored parameters and non-zero
 ones, stored layers and layers executed per forward pass, the residual width (d_model), the
-model file's bytes (`compiler.io.files.model_bytes`, dense storage) and the compile seconds
+model file's bytes (`compiler.io.files.model_bytes`, dense and sparse storage) and the compile seconds
 (one run each: timings on a shared machine are noisy, the sizes are exact). The last column
 checks that both models decode the same outputs on 50 random inputs.
 
     python -m benchmarks.loops
-    python -m benchmarks.loops --sizes 16 32 64
+    python -m benchmarks.loops --sizes 16 32 64 --programs parity_loop
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from compiler.io.files import model_bytes
 from compiler.model.weights import parameter_counts
 
 PROGRAMS = tuple(LOOP_EXAMPLES)
-COLUMNS = ("program", "n", "compile", "params", "nonzero", "layers", "executed", "d_model", "file bytes", "s")
+COLUMNS = ("program", "n", "compile", "params", "nonzero", "layers", "executed", "d_model", "dense file", "sparse file", "s")
 
 
 def measure(name: str, max_seq_len: int, unrolled: bool) -> tuple[dict, object]:
@@ -46,7 +46,8 @@ def measure(name: str, max_seq_len: int, unrolled: bool) -> tuple[dict, object]:
         "layers": model.config.num_layers,
         "executed": model.config.num_executed_layers,
         "d_model": model.config.residual_width,
-        "file bytes": len(model_bytes(model)),
+        "dense file": len(model_bytes(model)),
+        "sparse file": len(model_bytes(model, storage="sparse")),
         "s": f"{seconds:.1f}",
     }
     return row, model
@@ -62,18 +63,19 @@ def same_outputs(name: str, max_seq_len: int, first, second, count: int = 50) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64], help="max_seq_len values")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32], help="max_seq_len values")
+    parser.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=PROGRAMS, help="loop programs")
     args = parser.parse_args(argv)
     print(" | ".join(COLUMNS) + " | same outputs")
-    for name in PROGRAMS:
+    for name in args.programs:
         for size in args.sizes:
             loop_row, loop_model = measure(name, size, unrolled=False)
             flat_row, flat_model = measure(name, size, unrolled=True)
             same = same_outputs(name, size, loop_model, flat_model)
             for row in (loop_row, flat_row):
                 print(" | ".join(str(row[key]) for key in COLUMNS) + f" | {'yes' if same else 'NO'}", flush=True)
-            ratio = flat_row["file bytes"] / loop_row["file bytes"]
-            print(f"{name} n={size}: unrolled file / loop file = {ratio:.1f}x", flush=True)
+            dense, sparse = (flat_row[key] / loop_row[key] for key in ("dense file", "sparse file"))
+            print(f"{name} n={size}: unrolled / loop file bytes = {dense:.1f}x dense, {sparse:.1f}x sparse", flush=True)
     return 0
 
 
