@@ -212,3 +212,29 @@ def test_command_line_compiles_the_catalogue_loops(name: str, capsys) -> None:
     assert main(["--example", name]) == 0
     printed = capsys.readouterr().out
     assert f"run {example.max_seq_len - 1} times with shared weights" in printed
+
+
+def _mixed_body(state: rasp.SOp) -> rasp.SOp:
+    """Numerical scratch (a mean), a selector width (its head writes a scratch direction) and a
+    categorical result: every kind of direction the commit must clear."""
+    prefix = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ)
+    ones = rasp.numerical(rasp.Map(lambda s: 1 if s == 1 else 0, state))
+    share = rasp.numerical(rasp.Aggregate(prefix, ones, default=0))
+    same = rasp.SelectorWidth(rasp.Select(state, state, rasp.Comparison.EQ))
+    bucket = rasp.Map(lambda f: int(f * 2.999), share)
+    return rasp.SequenceMap(lambda w, b: (w + b) % 3, same, bucket)
+
+
+@pytest.mark.filterwarnings("ignore::compiler.errors.CausalSemanticsWarning")  # the width looks ahead
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_body_with_numerical_and_width_scratch_is_exact(causal: bool) -> None:
+    loop = rasp.Loop(_mixed_body, rasp.Map(lambda t: t % 3, rasp.tokens), 3)
+    model = compile_rasp(loop, {0, 1, 2, 3}, 6, causal=causal)
+    inputs = random_inputs((0, 1, 2, 3), 6, 200, seed=8)
+    assert compare_with_evaluator(model, loop, inputs, causal, "mixed") == 200
+    ids = model.input_encoder.encode_batch([["BOS", *xs] for xs in inputs[:8]])
+    plain = model.forward(model.params, ids)
+    width = model.config.residual_width
+    projected = model.forward(model.params, ids, projection=np.eye(width, dtype=np.float32))
+    np.testing.assert_allclose(np.asarray(projected.output), np.asarray(plain.output), atol=1e-5)
+    assert len(projected.written) == len(model.config.layer_order) == len(plain.residuals) - 1
