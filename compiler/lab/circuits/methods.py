@@ -18,10 +18,14 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.lab.circuits.components import Network
 from compiler.lab.circuits.measure import PatchingSetup
 from compiler.lab.circuits.patching import edge_keeps, forward, forward_many
 from compiler.model.encoders import EMPTY_THRESHOLD
@@ -76,7 +80,8 @@ def acdc_scores(s: PatchingSetup, threshold: float = 1e-3, sharpness: float = 1.
     """`(scores, circuit)` of ACDC's greedy pass (edges whose removal grew the divergence by at
     least `threshold` stay in the circuit; `sharpness`: see `divergence`)."""
     net = s.net
-    run = jax.jit(lambda keep: divergence(s, forward(net, keep, s.ids, s.reference), sharpness))
+    jitted = _divergence_of_keep(net, sharpness)
+    run = lambda keep: jitted(keep, s.ids, s.reference, s.clean, s.scored)
     ports, sources = net.edge_index
     keep = np.ones((len(net.ports), len(net.sources), s.length), np.float32)
     current = float(run(jnp.asarray(keep)))
@@ -92,6 +97,17 @@ def acdc_scores(s: PatchingSetup, threshold: float = 1e-3, sharpness: float = 1.
         else:
             keep[ports[edge], sources[edge]] = 1.0
     return scores, circuit
+
+
+@functools.lru_cache(maxsize=64)
+def _divergence_of_keep(net: Network, sharpness: float) -> Callable:
+    """`run(keep, ids, reference, clean, scored) -> divergence`, jitted once per network (the
+    ablations of one model share it)."""
+
+    def run(keep: jax.Array, ids: jax.Array, ref: jax.Array, clean: jax.Array, scored: jax.Array) -> jax.Array:
+        return divergence(PatchingSetup(net, ids, ref, clean, scored, ""), forward(net, keep, ids, ref), sharpness)
+
+    return jax.jit(run)
 
 
 def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
