@@ -48,7 +48,7 @@ ARROWS: dict[str, tuple[str, ...]] = {
     "compiler.model": ("compiler.passes",),
     "compiler.compiling": ("compiler.model",),
     "compiler.io": ("compiler.compiling",),
-    "compiler.fuzzing": ("compiler.compiling", "compiler.examples"),
+    "compiler.fuzzing": ("compiler.io", "compiler.examples"),
     "constructions": ("compiler.compiling",),
     "compression.learned": ("compiler.io",),
     "compression.analytic": ("constructions",),
