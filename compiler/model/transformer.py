@@ -153,12 +153,17 @@ class ModelOutput(NamedTuple):
     (the differences of consecutive `residuals` are then the same arrays). Compression compares
     these with the compiled model's: they equal them whenever every read of the compressed model
     is right, whatever `W Wᵀ` is.
+    `hidden`: per ReLU MLP sub-layer, the pre-activations of the hidden units its output reads
+    (`[batch, T, units]`; units whose output row is zero are left out), also only when a
+    projection is given: a thresholded lookup reads right when each of them keeps its compiled
+    sign, which compression's exactness objective asks for with a margin.
     """
 
     output: jax.Array
     residuals: tuple[jax.Array, ...]
     attention: tuple[jax.Array, ...]
     written: tuple[jax.Array, ...] = ()
+    hidden: tuple[jax.Array, ...] = ()
 
 
 def _param(name: str, value: np.ndarray) -> jax.Array:
@@ -216,6 +221,7 @@ class CompiledTransformer(hk.Module):
         residuals = [read(stream)]
         attention = []
         written = []
+        hidden_pre = []
 
         key_ok = ids != config.pad_id  # [batch, T]
         mask = key_ok[..., None, :]
@@ -223,8 +229,9 @@ class CompiledTransformer(hk.Module):
             mask = mask & jnp.tril(jnp.ones((length, length), dtype=bool))
         def run(indices: range, stream: jax.Array, get: Callable[[str, str], jax.Array]) -> tuple:
             """Sub-layers `indices` in order: the stream after them, and per sub-layer the
-            residual, the attention pattern (attention only) and the written delta."""
-            residuals, attention, written = [], [], []
+            residual, the attention pattern (attention only), the written delta and the ReLU
+            pre-activations read by the output (MLP only; both last only with a projection)."""
+            residuals, attention, written, hidden_pre = [], [], [], []
             for index in indices:
                 layer = config.layers[index]
                 x = read(stream)
@@ -234,12 +241,14 @@ class CompiledTransformer(hk.Module):
                     attention.append(pattern)
                 else:
                     hidden = apply_linear(layer.w_in, get(module, "w_in"), x)
+                    if projection is not None and layer.activation == "relu":
+                        hidden_pre.append(jnp.take(hidden, self._output_rows(module, layer.w_out), axis=-1))
                     delta = apply_linear(layer.w_out, get(module, "w_out"), activate(layer.activation, hidden), width)
                 if projection is not None:
                     written.append(delta)
                 stream = stream + write(delta)
                 residuals.append(read(stream))
-            return stream, residuals, attention, written
+            return stream, residuals, attention, written, hidden_pre
 
         count = len(config.layers)
         tied = config.tied
@@ -265,10 +274,20 @@ class CompiledTransformer(hk.Module):
         residuals += records[0]
         attention += records[1]
         written += records[2]
+        hidden_pre += records[3]
 
         logits = apply_linear(config.unembed, self._get("unembed", "w_u"), read(stream))
         output = logits[..., 0] if config.numerical_output else logits
-        return ModelOutput(output, tuple(residuals), tuple(attention), tuple(written))
+        return ModelOutput(output, tuple(residuals), tuple(attention), tuple(written), tuple(hidden_pre))
+
+    def _output_rows(self, module: str, w_out: SparseLinear) -> np.ndarray:
+        """The hidden units with a non-zero row in `w_out` (from its sparsity pattern, or from the
+        dense weight's values, which are known when the model is traced)."""
+        if w_out.is_sparse:
+            rows = w_out.pattern[0]
+        else:
+            rows = np.nonzero(np.any(np.asarray(self.weights[module]["w_out"]) != 0, axis=1))[0]
+        return np.unique(rows).astype(np.int32)
 
     def _attention(
         self,

@@ -118,7 +118,7 @@ def _infer_node(
         values = set(sop[nodes.VALUE_SET])
         if may_be_empty and expr.default is not None:
             values.add(expr.default)
-        nullable = sop[nodes.NULLABLE] or (may_be_empty and expr.default is None)
+        nullable = (sop[nodes.NULLABLE] and not _selects_defined_keys(expr)) or (may_be_empty and expr.default is None)
         return _checked(expr, values, False), nullable
     if kind is g.NodeKind.SELECTOR_WIDTH:
         return set(range(max_seq_len + 1)), False
@@ -148,6 +148,17 @@ def _always_selects(graph: nx.DiGraph, expr: rasp.Aggregate) -> bool:
         return selectors.always_selects(graph, expr.label, leaves)
     except UnsupportedProgramError:
         return False
+
+
+def _selects_defined_keys(expr: rasp.Aggregate) -> bool:
+    """Whether the Aggregate selects only keys where its s-op is not None: its selector's
+    conjunction has a leaf, not negated, whose keys are that s-op (a `Select` never selects a
+    None key), e.g. `compiler.passes.joint_selectors.defined_or_absent`."""
+    try:
+        leaves = selectors.conjunction(expr.selector)
+    except UnsupportedProgramError:
+        return False
+    return any(leaf.keys == expr.sop.label and not selectors.selects_none(leaf.predicate) for leaf in leaves)
 
 
 def _apply_unary(
