@@ -118,6 +118,7 @@ def test_file_stores_one_copy_of_the_block(parity_pair, tmp_path) -> None:
     assert loaded.apply_batch(inputs) == model.apply_batch(inputs)
 
 
+@pytest.mark.slow  # the TransformerLens test below runs untied() too, on the logits
 def test_untied_model_runs_the_same_layers(parity_pair) -> None:
     _, model, _ = parity_pair
     flat = untied(model)
@@ -226,7 +227,7 @@ def _mixed_body(state: rasp.SOp) -> rasp.SOp:
 
 
 @pytest.mark.filterwarnings("ignore::compiler.errors.CausalSemanticsWarning")  # the width looks ahead
-@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+@pytest.mark.parametrize("causal", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["plain", "causal"])
 def test_body_with_numerical_and_width_scratch_is_exact(causal: bool) -> None:
     loop = rasp.Loop(_mixed_body, rasp.Map(lambda t: t % 3, rasp.tokens), 3)
     model = compile_rasp(loop, {0, 1, 2, 3}, 6, causal=causal)
