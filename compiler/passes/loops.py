@@ -162,7 +162,8 @@ def loop_values(graph: nx.DiGraph, loop: LoopProgram, vocab: Iterable[Any], max_
 
 def body_labels(graph: nx.DiGraph, state: str) -> frozenset[str]:
     """The s-op nodes that read the state, directly or not: the body."""
-    return frozenset(label for label in nx.descendants(graph, state) if label in set(g.sop_nodes(graph)))
+    sops = set(g.sop_nodes(graph))
+    return frozenset(label for label in nx.descendants(graph, state) if label in sops)
 
 
 def loop_schedule(graph: nx.DiGraph, state: str, allocator: Allocator = longest_path) -> tuple[dict[str, int], int]:
@@ -245,9 +246,9 @@ def place_loop(graph: nx.DiGraph, loop: LoopProgram, allocator: Allocator = long
     end = schedule[loop.next_state]
     state_dirs = [(d, None) for d in graph.nodes[loop.state][nodes.OUTPUT_SPACE].basis]
     out_dirs = graph.nodes[loop.next_state][nodes.OUTPUT_SPACE].basis
+    body = body_labels(graph, loop.state)
     prefix_dirs = {
-        d for label in g.sop_nodes(graph) if label not in body_labels(graph, loop.state)
-        for d in graph.nodes[label][nodes.OUTPUT_SPACE].basis
+        d for label in g.sop_nodes(graph) if label not in body for d in graph.nodes[label][nodes.OUTPUT_SPACE].basis
     }
     last_kind, last_block = graph.nodes[loop.next_state][nodes.BLOCKS][-1]
     fused = last_kind == 1 and isinstance(last_block, MLP) and last_block.activation == "relu"
