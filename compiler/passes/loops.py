@@ -155,7 +155,8 @@ def loop_values(graph: nx.DiGraph, loop: LoopProgram, vocab: Iterable[Any], max_
     if nullable and g.is_numerical(graph, loop.state):
         raise UnsupportedProgramError(
             [f"{loop.state}: a numerical loop state that can be None is not compiled (its none flag "
-             "is not carried across iterations); give the body's Maps and Aggregates a default"]
+             "is not carried across iterations); make the body give a number at every position "
+             "(e.g. numerical Aggregates with default=0, Maps that never return None)"]
         )
     return LoopValues(values, nullable, rounds, closed)
 
