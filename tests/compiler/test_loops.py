@@ -239,3 +239,18 @@ def test_body_with_numerical_and_width_scratch_is_exact(causal: bool) -> None:
     projected = model.forward(model.params, ids, projection=np.eye(width, dtype=np.float32))
     np.testing.assert_allclose(np.asarray(projected.output), np.asarray(plain.output), atol=1e-5)
     assert len(projected.written) == len(model.config.layer_order) == len(plain.residuals) - 1
+
+
+def test_body_reading_another_loops_state_is_refused() -> None:
+    outer = rasp.Loop(lambda s: rasp.Map(lambda v: 1 - v, s), rasp.tokens, 2)
+    stray = rasp.Loop(lambda s: rasp.SequenceMap(lambda a, b: a ^ b, s, outer.state), rasp.tokens, 2)
+    with pytest.raises(UnsupportedProgramError, match="the state of another loop"):
+        compile_rasp(stray, set(BITS), 4)
+
+
+def test_numerical_state_that_can_be_none_is_refused() -> None:
+    previous = rasp.Select(rasp.indices, rasp.indices, lambda k, q: k == q - 1)
+    start = rasp.numerical(rasp.Map(lambda t: t, rasp.tokens))
+    loop = rasp.Loop(lambda s: rasp.numerical(rasp.Aggregate(previous, s)), start, 2)  # None at position 0
+    with pytest.raises(UnsupportedProgramError, match="numerical loop state that can be None"):
+        compile_rasp(loop, {0, 1}, 4)
