@@ -39,8 +39,7 @@ from craft.blocks import SeriesWithResiduals
 from craft.chamber.numerical_mlp import MIN_SHARPNESS
 from rasp import rasp
 
-# Graph attribute: the loop's record (`LoopRecord`), read by summaries.
-LOOP = "loop"
+LOOP = nodes.LOOP  # the graph attribute holding the `LoopRecord`
 
 
 @dataclasses.dataclass(frozen=True)
