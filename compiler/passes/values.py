@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import networkx as nx
@@ -36,11 +36,25 @@ MAX_VALUE_SET_SIZE = 100_000
 MAX_SUMSET_WORK = 4_000_000
 
 
-def infer_values(graph: nx.DiGraph, vocab: Iterable[Any], max_seq_len: int) -> None:
-    """Annotate every s-op node of `graph` with `VALUE_SET` and `NULLABLE`."""
+def infer_values(
+    graph: nx.DiGraph,
+    vocab: Iterable[Any],
+    max_seq_len: int,
+    fixed: Mapping[str, tuple[frozenset, bool]] | None = None,
+) -> None:
+    """Annotate every s-op node of `graph` with `VALUE_SET` and `NULLABLE`.
+
+    `fixed` gives some nodes their `(value set, nullable)` instead of inferring them (a loop's
+    state, whose values come from every iteration, `compiler.passes.loops`); the nodes reading
+    them are inferred from those sets.
+    """
     vocab_set = frozenset(vocab)
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
+        if fixed is not None and label in fixed:
+            value_set, nullable = fixed[label]
+            node[nodes.VALUE_SET], node[nodes.NULLABLE], node[nodes.BY_POSITION] = frozenset(value_set), nullable, None
+            continue
         positional = infer_positional(graph, node, vocab_set, max_seq_len, _call)
         if positional is not None:
             by_position, nullable = positional
