@@ -1,8 +1,10 @@
 """Save and resume a fuzz run: its per-program results in one JSON file, written atomically.
 
 A run of 10,000 programs takes hours on a shared machine; a killed run must not lose what it
-has checked. The driver rewrites the file every few programs through `atomic_write_text`, so a
-reader (or a resumed run) always sees a complete earlier version. A resumed run keeps the
+has checked. The driver rewrites the file every few programs through the atomic writer it is
+given (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`; this package sits
+beside `compiler.io` and does not import it), so a reader (or a resumed run) always sees a
+complete earlier version. A resumed run keeps the
 stored results of the same settings and checks only the programs that are missing; `redo`
 drops stored results whose reason matches, so a fix can be re-checked on exactly the programs
 it affects.
@@ -12,13 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from compiler.errors import CompilerError
 from compiler.fuzzing.differential import Outcome
-from compiler.io.atomic import atomic_write_text
+
+# write_text(path, text): replaces the file at once (a reader never sees a partial file).
+TextWriter = Callable[[Path, str], object]
 
 FORMAT = 1
 
@@ -34,11 +38,12 @@ def settings_key(options: Any) -> dict[str, Any]:
     }
 
 
-def save(path: Path, options: Any, results: Iterable[Any]) -> None:
-    """Write every result (a `driver.ProgramResult`) to `path` atomically, in program order."""
+def save(path: Path, options: Any, results: Iterable[Any], write_text: TextWriter) -> None:
+    """Write every result (a `driver.ProgramResult`) to `path` with the atomic `write_text`, in
+    program order."""
     rows = [dataclasses.asdict(result) for result in sorted(results, key=lambda r: r.index)]
     text = json.dumps({"settings": settings_key(options), "results": rows}, separators=(",", ":"))
-    atomic_write_text(path, text + "\n")
+    write_text(path, text + "\n")
 
 
 def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) -> dict[int, Any]:

@@ -198,7 +198,9 @@ def parse_settings(texts: Sequence[str]) -> tuple[tuple[tuple[Hashable, ...], in
     return tuple(settings)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | None = None) -> int:
+    """The command line (`--help`); `write_text(path, text)` must replace a file atomically and
+    is needed for `--results` (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", "--programs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
@@ -223,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out=args.out, shrink=not args.no_shrink,
         settings=parse_settings(args.settings) if args.settings else SETTINGS,
     )
+    if args.results and write_text is None:
+        print("error: --results needs an atomic file writer; run benchmarks/fuzz.py", file=sys.stderr)
+        return 2
     try:
         stored = checkpoint.load(args.results, options, ProgramResult, args.redo) if args.results else {}
     except CompilerError as error:
@@ -242,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if outcome.status in FAILURES:
                 bar.write(f"program {result.index}: {outcome.status} {outcome.reason}")
         if args.results and (done % CHECKPOINT_EVERY == 0 or done == len(todo)):
-            checkpoint.save(args.results, options, results.values())
+            checkpoint.save(args.results, options, results.values(), write_text)
     bar.close()
     ordered = [results[i] for i in sorted(results)]
     print(summary(ordered, time.perf_counter() - started, checked=len(todo)))

@@ -175,14 +175,15 @@ def defined_or_absent(sop: rasp.SOp) -> rasp.SOp:
 
 def fill_absent(program: rasp.SOp, graph: nx.DiGraph) -> rasp.SOp:
     """`program` whose packing steps read `defined_or_absent(part)` instead of each part that
-    can be None; `program` itself when there is none. `graph` is its traced graph with values."""
+    can be None (and a joint lookup with a `not`, its unpacked side that can be None: `_negates`);
+    `program` itself when there is none. `graph` is its traced graph with values."""
     if not isinstance(program, rasp.RASPExpr):
         return program
     order = walk(program)
     nullable = {
         id(part)
         for expr in order
-        if is_pack(expr)
+        if is_pack(expr) or (isinstance(expr, rasp.Select) and _negates(expr.predicate))
         for part in expr.children
         if not is_pack(part) and graph.nodes[part.label][nodes.NULLABLE]
     }
@@ -202,11 +203,21 @@ def fill_absent(program: rasp.SOp, graph: nx.DiGraph) -> rasp.SOp:
         return filled[id(expr)]
 
     for expr in order:
-        if is_pack(expr):
+        if is_pack(expr) or (isinstance(expr, rasp.Select) and _negates(expr.predicate)):
             replaced[id(expr)] = rebuild(expr, part)
         elif any(id(child) in replaced for child in expr.children):
             replaced[id(expr)] = rebuild(expr, current)
     return current(program)
+
+
+def _negates(predicate: Any) -> bool:
+    """Whether a joint lookup's tree has a `not`: only then can it hold where a side that was
+    not packed (the single key or query s-op) is None, which a `Select` would never select, so
+    that side is read as `defined_or_absent` too."""
+    def has_not(tree: tuple) -> bool:
+        return tree[0] == "not" or (tree[0] != "select" and any(has_not(t) for t in tree[1:]))
+
+    return isinstance(predicate, JointPredicate) and has_not(predicate.tree)
 
 
 def is_pack(expr: rasp.RASPExpr) -> bool:

@@ -281,3 +281,16 @@ def test_fuzz_s0_p1353_negated_leaf_with_a_folded_map_selects_none_queries():
     program = rasp.LinearSequenceMap(v7, rasp.tokens, 1, -1).named("v8")
     for causal in (False, True):
         assert_exact(program, vocab=[2], max_seq_len=2, causal=causal)
+
+
+def test_not_and_with_an_unpacked_key_sop_that_can_be_none():
+    # ~(Select(x, tokens, EQ) & Select(x, y, LT)): the keys read one s-op, x (a shift, None at
+    # position 0), so only the queries were packed. Where x is None both Selects are False and the
+    # negation selects the key, but the joint head never selected a None key (MISMATCH, found
+    # while compiling `or` over None-able s-ops); x is now read as defined_or_absent(x).
+    x = lib.shift_by(1, rasp.tokens).named("x")
+    y = rasp.Map(lambda t: t + 1, rasp.tokens).named("y")
+    selector = (~(rasp.Select(x, rasp.tokens, rasp.Comparison.EQ) & rasp.Select(x, y, rasp.Comparison.LT))).named("sel")
+    program = rasp.SelectorWidth(selector).named("w")
+    for causal in (False, True):
+        assert_exact(program, vocab=[1, 2, 3], max_seq_len=4, causal=causal)
