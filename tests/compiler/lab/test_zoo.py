@@ -172,6 +172,8 @@ def test_config_errors_name_the_setting():
         ZooConfig(sizes=(5, 2))
     with pytest.raises(ValueError, match="variants"):
         ZooConfig(variants=("optimised", "optimised"))
+    with pytest.raises(ValueError, match="gd_steps"):
+        ZooConfig(variants=("gd",), gd_steps=0)
     with pytest.raises(ValueError, match="engine"):
         generate_zoo("unused", TINY, engine="spark")
 
