@@ -90,7 +90,7 @@ def reparametrised(base: CompiledModel, seed: int) -> VariantModel:
 
 def learned(base: CompiledModel, program: rasp.SOp, seed: int, steps: int) -> VariantModel:
     """`base` through a GD-learned projection (see the module docstring); may be inexact."""
-    start, start_note = analytic_projection(base, program)
+    start, start_note, _ = analytic_projection(base, program)
     w, note, accuracy = gd_projection(base, program, start, steps=steps, seed=seed)
     info = {"method": "gd", "residual_dim": int(base.config.residual_width), "d": int(w.shape[1]),
             "start": start_note, "steps_budget": steps, "seed": seed, "note": note,
