@@ -162,7 +162,7 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
     edges = circuit(model)
     check = None
     if measure_circuits or built.variant in CHECKED:
-        net = built.network()
+        net = built.stored_network()
         names = {f"{edge['src']} -> {edge['dst']}" for edge in edges}
         check = check_circuit(net, np.array([e.name in names for e in net.edges], bool), input_ids(built, inputs))
     row.update(

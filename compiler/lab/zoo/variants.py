@@ -44,19 +44,21 @@ from rasp import rasp
 
 @dataclasses.dataclass(frozen=True)
 class VariantModel:
-    """One variant: the compiled model it comes from, the tensors a record stores and the
-    network those tensors are (the one its circuit is verified on)."""
+    """One variant: the compiled model it comes from, the tensors a record stores, and what
+    makes those tensors of the model (a projection, or a reparametrised network)."""
 
     variant: str
     model: CompiledModel
     tensors: dict[str, np.ndarray]
     compression: dict | None = None  # compressed, gd: the projection's widths and claims
-    net: Network | None = None  # None: `network(model)` (the exact model itself)
-    exact: bool = True  # the variant is meant to compute the program exactly (not so: gd)
+    projection: np.ndarray | None = None  # compressed, gd: W `[D, d]`
+    net: Network | None = None  # reparametrised: the changed network
+    exact: bool = True  # the variant is meant to compute the program exactly (not compressed, gd)
     reparametrisation: dict | None = None  # reparametrised: its seed and what was changed
 
-    def network(self) -> Network:
-        return self.net if self.net is not None else network(self.model)
+    def stored_network(self) -> Network:
+        """The network the stored tensors are (what the circuit check runs on)."""
+        return self.net if self.net is not None else network(self.model, self.projection)
 
     @property
     def d_model(self) -> int:
@@ -96,7 +98,7 @@ def learned(base: CompiledModel, program: rasp.SOp, seed: int, steps: int) -> Va
             "start": start_note, "steps_budget": steps, "seed": seed, "note": note,
             "sequence_accuracy": accuracy, "exact_on_input_space": accuracy == 1.0}
     tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
-    return VariantModel("gd", base, tensors, info, net=network(base, w, output=str(program.label)), exact=False)
+    return VariantModel("gd", base, tensors, info, projection=w, exact=False)
 
 
 def compile_variants(
@@ -127,8 +129,7 @@ def compile_variants(
                 base = model(True)
                 w, info = compress(base)
                 tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
-                out[variant] = VariantModel(variant, base, tensors, info,
-                                            net=network(base, w, output=str(program.label)), exact=False)
+                out[variant] = VariantModel(variant, base, tensors, info, projection=w, exact=False)
             elif variant == "reparametrised":
                 out[variant] = reparametrised(model(True), seed)
             elif variant == "gd":

@@ -1,7 +1,8 @@
 """A record's circuit checked on the record's own model by activation patching.
 
 `check_circuit(net, circuit, ids)` runs `compiler.lab.circuits.measure` on the variant's network
-(the stored weights) over the record's inputs, under every ablation of
+(the stored weights; for a projected variant `network(model, W)`, which differs from the folded
+tensors by float32 rounding) over the record's inputs, under every ablation of
 `compiler.lab.circuits.ablation.ABLATIONS`, and reports, per ablation:
 
 * whether the record's circuit is **sufficient** there: ablating every edge outside it at once

@@ -138,6 +138,7 @@ def test_gd_records_state_their_accuracy_and_check_their_circuit():
     program = rebuild(learned["source"])
     built = compile_variants(program, tuple(json.loads(learned["vocab"])), learned["max_seq_len"], ("gd",),
                              seed=json.loads(learned["compression"])["seed"], gd_steps=20)["gd"]
+    assert zoo_weights.to_bytes(built.tensors, zoo_weights.forward_metadata(built.model)) == learned["weights"]
     got = run_weights(built, learned["weights"], json.loads(learned["inputs"]))
     want = json.loads(learned["outputs"])
     agrees = all(len(g) == len(w) and all(same_value(a, b) for a, b in zip(g, w)) for g, w in zip(got, want))
