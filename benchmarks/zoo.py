@@ -1,6 +1,11 @@
 """Model-zoo throughput: programs/s and MB/s of `generate_zoo`, by engine and variant, and Tracr
 on a sample of the same programs for the ratio.
 
+`cpu_s_per_program` is the CPU time the row used (this process and its local workers) per
+program, and `idle_1e5_h` the projection for 10^5 programs from it on `--jobs` otherwise idle
+cores: on a machine shared with other jobs, wall-clock rates measure the sharing as much as the
+generator, CPU time much less so.
+
 Each row generates a fresh zoo (seed 0, default knobs) into a temporary folder: the local
 engine with all the `--variants` and with each alone (`--each-programs`), and a local Ray
 instance (`--jobs` CPUs) with all of them (its start-up time included, reported apart). `MB/s` counts the
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -60,17 +66,27 @@ print(json.dumps(results[1:]))
 """
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (local workers are reaped when their
+    pool closes; Ray's workers are not children, so Ray rows leave this column out)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def zoo_row(name: str, config: ZooConfig, engine: str, jobs: int, progress: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as folder:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds()
         summary = generate_zoo(Path(folder) / "zoo", config, engine=engine, jobs=jobs, progress=progress)
         wall = time.perf_counter() - started
+        cpu = cpu_seconds() - cpu
     ok = sum(v for k, v in summary.statuses.items() if k.endswith("/ok"))
     records = sum(summary.statuses.values())
     return {"row": name, "programs": summary.programs, "records_ok": f"{ok}/{records}", "seconds": round(wall, 1),
             "programs_per_s": round(summary.programs / wall, 2), "MB": round(summary.bytes_written / 2**20, 2),
             "MB_per_s": round(summary.bytes_written / 2**20 / wall, 3),
-            "projected_1e5_h": round(1e5 / (summary.programs / wall) / 3600, 2)}
+            "projected_1e5_h": round(1e5 / (summary.programs / wall) / 3600, 2),
+            **({} if engine == "ray" else {"cpu_s_per_program": round(cpu / summary.programs, 3),
+                                           "idle_1e5_h": round(1e5 * cpu / summary.programs / jobs / 3600, 2)})}
 
 
 def tracr_ratio(config: ZooConfig, sample: int, python: Path) -> dict | None:
@@ -109,8 +125,8 @@ def tracr_ratio(config: ZooConfig, sample: int, python: Path) -> dict | None:
 
 
 ROWS = ("tracr", "local-all", "ray-all", "local-each")
-KEYS = ["row", "programs", "records_ok", "seconds", "programs_per_s", "MB", "MB_per_s", "projected_1e5_h", "ray_start_s",
-        "note"]
+KEYS = ["row", "programs", "records_ok", "seconds", "programs_per_s", "MB", "MB_per_s", "projected_1e5_h",
+        "cpu_s_per_program", "idle_1e5_h", "ray_start_s", "note"]
 
 
 def ray_row(config: ZooConfig, jobs: int, progress: bool) -> dict:
