@@ -85,6 +85,7 @@ def zoo_row(name: str, config: ZooConfig, engine: str, jobs: int, progress: bool
             "programs_per_s": round(summary.programs / wall, 2), "MB": round(summary.bytes_written / 2**20, 2),
             "MB_per_s": round(summary.bytes_written / 2**20 / wall, 3),
             "projected_1e5_h": round(1e5 / (summary.programs / wall) / 3600, 2),
+            "not_ok": json.dumps({k: v for k, v in summary.statuses.items() if not k.endswith("/ok")}),
             **({} if engine == "ray" else {"cpu_s_per_program": round(cpu / summary.programs, 3),
                                            "idle_1e5_h": round(1e5 * cpu / summary.programs / jobs / 3600, 2)})}
 
@@ -126,7 +127,7 @@ def tracr_ratio(config: ZooConfig, sample: int, python: Path) -> dict | None:
 
 ROWS = ("tracr", "local-all", "ray-all", "local-each")
 KEYS = ["row", "programs", "records_ok", "seconds", "programs_per_s", "MB", "MB_per_s", "projected_1e5_h",
-        "cpu_s_per_program", "idle_1e5_h", "ray_start_s", "note"]
+        "cpu_s_per_program", "idle_1e5_h", "ray_start_s", "not_ok", "note"]
 
 
 def ray_row(config: ZooConfig, jobs: int, progress: bool) -> dict:
