@@ -143,3 +143,13 @@ def test_gd_records_state_their_accuracy_and_check_their_circuit():
     want = json.loads(learned["outputs"])
     agrees = all(len(g) == len(w) and all(same_value(a, b) for a, b in zip(g, w)) for g, w in zip(got, want))
     assert agrees == info["exact_on_inputs"]
+
+
+def test_library_programs_the_compiler_rewrites_are_described():
+    """A library program with an expression type the compiler rewrites before tracing (found by
+    the 10,000-program run: `nesting_depth` uses a SumAggregate) gets `ok` records, its s-ops
+    described by the node they became."""
+    config = ZooConfig(programs=1, library_share=1.0, library=("nesting_depth",), variants=("optimised",), inputs=4)
+    row = program_records(config, 0)[0]
+    assert row["status"] == OK, row["error"]
+    assert {sop["label"]: sop["kind"] for sop in row["sops"]}[row["program_label"]]
