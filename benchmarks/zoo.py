@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.lab.zoo.config import VARIANTS, ZooConfig  # noqa: E402
+from compiler.lab.zoo.config import DEFAULT_VARIANTS, ZooConfig  # noqa: E402
 from compiler.lab.zoo.generate import generate_zoo  # noqa: E402
 from compiler.lab.zoo.sampling import draw  # noqa: E402
 
@@ -149,7 +149,8 @@ def main() -> None:
     parser.add_argument("--programs", type=int, default=10_000, help="programs of the 'all variants' rows")
     parser.add_argument("--each-programs", type=int, default=None,
                         help="programs of the one-variant rows (default: --programs)")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the 'all' rows and the one-variant rows")
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                        help="variants of the 'all' rows and the one-variant rows (default: the zoo's default three)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--rows", default=",".join(ROWS), help=f"which rows, in this order (from {', '.join(ROWS)})")
     parser.add_argument("--no-ray", action="store_true")
