@@ -187,7 +187,8 @@ def layer_loss(
 def compression_loss(
     projection: jax.Array, model: FrozenModel, ids: jax.Array, config: LossConfig
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Weighted objective for one batch of ids and its parts ``{"out", "layer", "total"}``.
+    """Weighted objective for one batch of ids and its parts ``{"out", "layer", "total"}`` (plus
+    ``"attention"`` and ``"hidden"`` when those terms are on).
 
     The compiled model's outputs are computed here (no gradient flows into them), so the function
     needs only ids; it is what the training step differentiates with respect to ``projection``.
