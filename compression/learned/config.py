@@ -71,6 +71,9 @@ class LossConfig:
     # compiled value on the compiled side of 0 (0: not computed; see losses.hidden_loss)
     hidden_weight: float = 0.0
     hidden_margin: float = 0.25
+    # weigh every position by 1 / (valid positions in the batch with its compiled output value),
+    # so a rare output value counts as much as a common one (categorical outputs only)
+    balance_outputs: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 < self.margin <= 1.0:

@@ -94,6 +94,14 @@ def output_loss(
     return _masked_mean(per_position, mask)
 
 
+def output_balance(target: jax.Array, mask: jax.Array) -> jax.Array:
+    """``[B, T]`` weights: 1 / the number of valid positions whose compiled output (argmax of
+    ``target``, ``[B, T, n_out]``) is the same value, so each value present weighs the same."""
+    labels = jax.nn.one_hot(jnp.argmax(target, axis=-1), target.shape[-1], dtype=jnp.float32)
+    counts = jnp.sum(labels * mask[..., None], axis=(0, 1))
+    return 1.0 / jnp.maximum(jnp.sum(labels * counts, axis=-1), 1.0)
+
+
 def logit_gap(logits: jax.Array, label: jax.Array) -> jax.Array:
     """``logits[label] - max(other logits)`` per position (``label``: ``[...]`` int indices)."""
     right = jnp.take_along_axis(logits, label[..., None], axis=-1)[..., 0]
@@ -187,7 +195,8 @@ def layer_loss(
 def compression_loss(
     projection: jax.Array, model: FrozenModel, ids: jax.Array, config: LossConfig
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Weighted objective for one batch of ids and its parts ``{"out", "layer", "total"}``.
+    """Weighted objective for one batch of ids and its parts ``{"out", "layer", "total"}`` (plus
+    ``"attention"`` and ``"hidden"`` when those terms are on).
 
     The compiled model's outputs are computed here (no gradient flows into them), so the function
     needs only ids; it is what the training step differentiates with respect to ``projection``.
@@ -199,6 +208,8 @@ def compression_loss(
     ref_residuals = [jax.lax.stop_gradient(r) for r in reference.residuals]
     compressed = model.forward(model.params, ids, projection=projection)
     mask = position_mask(ids, model.bos_id, model.pad_id)
+    if config.balance_outputs and model.output_kind == "categorical":
+        mask = mask * output_balance(ref_output, mask)
     l_out = output_loss(compressed.output, ref_output, mask, model.output_kind, config.categorical_target,
                         config.margin)
     reference_layers = layer_vectors(ref_residuals, config.layer_target, config.include_embedding)
