@@ -32,12 +32,16 @@ from compiler.fuzzing.program_spec import build  # noqa: E402
 from compiler.fuzzing.random_programs import generate  # noqa: E402
 from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution  # noqa: E402
 from compiler.lab.circuits.measure import setup  # noqa: E402
-from compiler.lab.circuits.methods import acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
+from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
 from compiler.lab.circuits.pipeline import measured  # noqa: E402
 from compiler.lab.circuits.scoring import score  # noqa: E402
 from compiler.lab.circuits.variants import make_variant  # noqa: E402
 
-METHODS = {"patching": edge_patching_scores, "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
+# "x20": the KL at inverse temperature SHARP (`methods.divergence`), where a compiled model's softmax
+# follows its decoded output; the plain names use the raw logits.
+METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
+           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
+SMALL = {"patching": edge_patching_scores, f"patching x{SHARP:g}": METHODS[f"patching x{SHARP:g}"]}
 
 
 def cases(sizes: list[int], fuzz: int, seed: int):
@@ -45,7 +49,7 @@ def cases(sizes: list[int], fuzz: int, seed: int):
     for size in sizes:
         for name, example in EXAMPLES.items():
             yield f"{name}@{size}", example.build(size), tuple(example.vocab), size, name == "sort_unique"
-    for index in range(fuzz):
+    for index in range(3 * fuzz):  # main() stops after `fuzz` of them compile
         vocab, max_seq_len = SETTINGS[index % len(SETTINGS)]
         spec = generate(seed * 1_000_003 + index, 3 + index % 8, vocab, max_seq_len)
         yield f"fuzz{index}", build(spec).named(f"fuzz{index}"), tuple(vocab), min(max_seq_len, 5), False
@@ -66,7 +70,8 @@ def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[d
             row[method] = score(run(m.setup), truth).roc_auc
         # On the small dataset only exhaustive patching, the strongest method (a recompile per
         # method and shape is most of the time on a 2-core machine).
-        row[f"patching@{args.method_inputs}"] = score(edge_patching_scores(small), truth).roc_auc
+        for method, run in SMALL.items():
+            row[f"{method}@{args.method_inputs}"] = score(run(small), truth).roc_auc
         rows.append(row)
     seconds = time.perf_counter() - start
     for row in rows:
@@ -75,7 +80,8 @@ def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[d
 
 
 def table(rows: list[dict], method_inputs: int) -> str:
-    keys = [*METHODS, f"patching@{method_inputs}"]
+    keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
+    keys = [k for k in keys if any(k in r for r in rows)]
     lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
              + " | best mean | s/model (median) |", "|" + "---|" * (6 + len(keys))]
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -85,7 +91,7 @@ def table(rows: list[dict], method_inputs: int) -> str:
         cells = []
         means = []
         for key in keys:
-            values = [r[key] for r in group if r[key] is not None and not np.isnan(r[key])]
+            values = [r[key] for r in group if r.get(key) is not None and not np.isnan(r[key])]
             mean = float(np.mean(values)) if values else float("nan")
             means.append(mean)
             cells.append(f"{mean:.3f} / {min(values):.3f}" if values else "n/a")
@@ -108,12 +114,19 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", help="comma-separated case names (e.g. reverse@5,fuzz3)")
     parser.add_argument("--rows", type=Path, help="append one JSON line per result here")
+    parser.add_argument("--table", type=Path, help="only print the table of the rows in this JSON lines file")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.table:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()], args.method_inputs))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",") if s]  # --sizes "": random programs only
     only = set(args.only.split(",")) if args.only else None
     rows, failures = [], []
     todo = [c for c in cases(sizes, args.fuzz, args.seed) if only is None or c[0] in only]
+    built_fuzz = 0
     for name, program, vocab, max_seq_len, unique in tqdm(todo, desc="cases"):
+        if name.startswith("fuzz") and built_fuzz >= args.fuzz:
+            break
         variants = (args.fuzz_variants if name.startswith("fuzz") else args.variants).split(",")
         for variant in variants:
             try:
@@ -122,6 +135,7 @@ def main(argv=None) -> int:
                 failures.append(f"{name} {variant}: {type(error).__name__}: {' '.join(str(error).split())[:160]}")
                 continue
             rows += new
+            built_fuzz += name.startswith("fuzz") and variant == variants[0]
             if args.rows:
                 with args.rows.open("a") as handle:
                     handle.writelines(json.dumps(r) + "\n" for r in new)

@@ -12,7 +12,7 @@ from compiler.examples import EXAMPLES
 from compiler.lab.circuits.ablation import InputDistribution
 from compiler.lab.circuits.components import Component, MLPLayer, Network, Port, network
 from compiler.lab.circuits.measure import measure_circuit, setup
-from compiler.lab.circuits.methods import eap_scores, edge_patching_scores
+from compiler.lab.circuits.methods import SHARP, eap_scores, edge_patching_scores
 from compiler.lab.circuits.patching import forward, source_outputs
 from compiler.lab.circuits.pipeline import measured
 from compiler.lab.circuits.record import CircuitRecord
@@ -143,6 +143,21 @@ def test_edge_patching_recovers_the_exact_circuit_and_eap_scores_every_edge(reve
     assert score(edge_patching_scores(s), truth).roc_auc == 1.0
     eap = eap_scores(s)
     assert eap.shape == truth.shape and np.all(np.isfinite(eap))
+
+
+def test_sharpened_divergence_ranks_the_zero_ablation_circuit_perfectly():
+    """Random program 0: zero-ablating the tokens' edge into MLP 1 turns logits [1, 0] into
+    [4, 1] (same answer, sharper softmax), a larger KL at inverse temperature 1 than the
+    circuit edges that flip 40 outputs to "none" ([1, 0] -> [0, 0]). At SHARP the ranking is exact."""
+    from compiler.fuzzing.program_spec import build
+    from compiler.fuzzing.random_programs import generate
+
+    program = build(generate(0, 3, (1, 2, 3), 4)).named("fuzz0")
+    model = compile_rasp(program, {1, 2, 3}, 4)
+    s = setup(network(model), InputDistribution(48, seed=0).ids(model), "zero")
+    truth = measure_circuit(s).circuit
+    assert score(edge_patching_scores(s), truth).roc_auc < 0.95
+    assert score(edge_patching_scores(s, sharpness=SHARP), truth).roc_auc == 1.0
 
 
 @pytest.mark.parametrize("variant", ["e", pytest.param("b", marks=pytest.mark.slow), pytest.param("b+e", marks=pytest.mark.slow),
