@@ -5,14 +5,18 @@ bound's verdict, decoded-output accuracy against RASP on sampled inputs (Zipf to
 residual site, the feature-frequency profile, and the time to generate activations with true codes
 (measured on ``--timing-tokens`` after a warm-up batch, extrapolated to 10^7 and labelled so).
 
-With SAELens installed (the ``sae`` extra, in its own venv) it then trains TopK SAEs on the 1k
-model at several compression widths d (the superposition dial) and several k (L0), scores them with
-SynthSAEBench's metrics plus spliced-output accuracy and causal use, and plots recovery against d
-and L0. Without SAELens it says so and stops after the stage table.
+With SAELens installed (the ``sae`` extra, in its own venv) it then trains SAELens SAEs on the
+last residual site of ``--sae-stage`` (latents = true directions, k = the true L0): the first of
+``--archs`` at every compression width d of ``--widths`` (the superposition dial), the others at
+the packed width, and the first again at the other ``--ks``. Each trains on a pool of activations
+and is scored on held-out ones with SynthSAEBench's metrics plus spliced-output accuracy and
+causal use; its loss curve is recorded. After every SAE the rows (with curves), the recovery plot
+and the loss plot are rewritten under ``--out``. Without SAELens it says so and stops after the
+stage table.
 
     python benchmarks/feature_benchmark.py                        # 1k, 4k, 16k; SAEs if installed
-    python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths 176,112
-    python benchmarks/feature_benchmark.py --stages "" --sae-steps 200     # SAE baselines only
+    python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths packed,144
+    python benchmarks/feature_benchmark.py --stages "" --sae-stage 4k --archs topk --ks 38  # SAEs only
 """
 
 from __future__ import annotations
@@ -175,8 +179,8 @@ def main() -> None:
     parser.add_argument("--widths", default="packed,160,144,128",
                         help="compression widths d for the SAE dial ('packed': the stage's packed width)")
     parser.add_argument("--archs", default="topk,batchtopk",
-                        help="SAELens architectures trained at the packed width (the first one also at the other "
-                             "widths and k values)")
+                        help="SAELens architectures: the first at every width and k value, the others at the "
+                             "packed width")
     parser.add_argument("--lr", type=float, default=1e-3, help="constant learning rate of the SAEs")
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--ks", default="", help="k values of the first architecture at the packed width "
@@ -220,7 +224,8 @@ def main() -> None:
     import torch  # one intra-op thread: on a shared 2-core machine more threads made each step 5x slower
 
     torch.set_num_threads(args.torch_threads)
-    runs = ([(base.d, arch, k0) for arch in archs] + [(d, archs[0], k0) for d in widths if d != base.d]
+    # the first architecture at every width, the others at the packed width, then the other k values
+    runs = ([(d, archs[0], k0) for d in widths] + [(base.d, arch, k0) for arch in archs[1:]]
             + [(base.d, archs[0], k) for k in ks if k != k0])
     name = args.sae_stage
     for d, arch, k in runs:
