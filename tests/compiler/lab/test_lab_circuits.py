@@ -233,3 +233,13 @@ def test_cli_writes_the_record_and_the_picture(tmp_path, capsys):
     assert "2 of 9 edges" in capsys.readouterr().out
     assert main(["circuit", "--example", "frac_prevs", "--ablation", "half", "--out", str(out)]) == 2
     assert "unknown ablation 'half'" in capsys.readouterr().err
+
+
+def test_variant_width_fraction_is_parsed_and_checked():
+    from compiler.lab.circuits.variants import parse, squeeze
+
+    assert parse("c@0.6") == ("c",) and squeeze("c@0.6") == 0.6
+    assert parse("b@0.5+e") == ("b", "e") and squeeze("b+e") == 1.0
+    for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5"):
+        with pytest.raises(ValueError, match="variant"):
+            parse(bad)
