@@ -83,7 +83,7 @@ def table(rows: list[dict], method_inputs: int) -> str:
     keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
     keys = [k for k in keys if any(k in r for r in rows)]
     lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
-             + " | best mean | s/model (median) |", "|" + "---|" * (6 + len(keys))]
+             + f" | best mean | best mean @{method_inputs} | accuracy (min) | s/model (median) |", "|" + "---|" * (8 + len(keys))]
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["variant"], row["ablation"]), []).append(row)
@@ -97,8 +97,11 @@ def table(rows: list[dict], method_inputs: int) -> str:
             cells.append(f"{mean:.3f} / {min(values):.3f}" if values else "n/a")
         verified = sum(r["verified"] for r in group)
         seconds = statistics.median(r["seconds"] for r in group)
+        small = [mean for key, mean in zip(keys, means) if key.endswith(f"@{method_inputs}")]
+        accuracies = [r["accuracy"] for r in group if r.get("accuracy") is not None]
+        accuracy = f"{min(accuracies):.3f}" if accuracies else "exact"
         lines.append(f"| {variant} | {ablation} | {len(group)} | {verified}/{len(group)} | " + " | ".join(cells)
-                     + f" | {np.nanmax(means):.3f} | {seconds:.1f} |")
+                     + f" | {np.nanmax(means):.3f} | {np.nanmax(small) if small else float('nan'):.3f} | {accuracy} | {seconds:.1f} |")
     return "\n".join(lines)
 
 
