@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from compiler.model.forms import choose_forms
+from compiler.model.config import TiedBlock
 from compiler.model.transformer import ModelConfig, ModelOutput, build
 from compiler.passes.assemble import assemble
 from compiler.passes.layout import CraftModel, Embeddings
@@ -66,7 +67,9 @@ def _table(residual: VectorSpaceWithBasis, rows: Sequence[VectorInBasis | None],
     return table
 
 
-def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True, backend: str | None = None) -> HaikuModel:
+def model_from_craft(
+    craft: CraftModel, *, sparse_qk: bool = True, backend: str | None = None, tied: TiedBlock | None = None
+) -> HaikuModel:
     """Assemble `craft`'s blocks and tables into weights and build the Haiku model.
 
     Args:
@@ -75,6 +78,8 @@ def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True, backend: str 
         `I, W_QKᵀ`.
       backend: the backend whose costs choose each weight's form (`compiler.model.forms`);
         default `jax.default_backend()`.
+      tied: sub-layers of `craft` the forward pass repeats with the same weights (a compiled
+        loop, `compiler.passes.loops`); None runs every sub-layer once.
 
     Returns:
       The config, the Haiku params and `forward(params, ids, projection=None)`.
@@ -89,6 +94,6 @@ def model_from_craft(craft: CraftModel, *, sparse_qk: bool = True, backend: str 
         numerical_output=craft.numerical_output,
         sparse_qk=sparse_qk,
     )
-    config = choose_forms(config, weights, backend or jax.default_backend())
+    config = choose_forms(dataclasses.replace(config, tied=tied), weights, backend or jax.default_backend())
     params, forward, _ = build(config, weights)
     return HaikuModel(config=config, params=params, forward=forward)
