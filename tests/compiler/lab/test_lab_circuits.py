@@ -243,3 +243,10 @@ def test_variant_width_fraction_is_parsed_and_checked():
     for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5"):
         with pytest.raises(ValueError, match="variant"):
             parse(bad)
+
+
+def test_numerical_tolerance_merges_float_twins():
+    from compiler.lab.circuits.components import half_smallest_gap
+
+    assert half_smallest_gap([0.3, 0.1 + 0.2, 0.5, 1]) == pytest.approx(0.1)
+    assert half_smallest_gap([2]) == 0.5 and half_smallest_gap(["a", 1, 3]) == 1.0
