@@ -102,7 +102,7 @@ def table(rows: list[dict], method_inputs: int) -> str:
     keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
     keys = [k for k in keys if any(k in r for r in rows)]
     lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
-             + f" | best mean | best mean @{method_inputs} | accuracy (min) | keeps outputs (min) | s/model (median) |", "|" + "---|" * (9 + len(keys))]
+             + f" | best mean | best mean @{method_inputs} | accuracy (min) | keeps outputs (min, measured of) | s/model (median) |", "|" + "---|" * (9 + len(keys))]
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["variant"], row["ablation"]), []).append(row)
@@ -120,7 +120,7 @@ def table(rows: list[dict], method_inputs: int) -> str:
         accuracies = [r["accuracy"] for r in group if r.get("accuracy") is not None]
         accuracy = f"{min(accuracies):.3f}" if accuracies else "exact"
         kept = [r["keeps"] for r in group if r.get("keeps") is not None]
-        keeps = f"{min(kept):.3f}" if kept else "not measured"
+        keeps = f"{min(kept):.3f} ({len(kept)} of {len(group)})" if kept else "not measured"
         lines.append(f"| {variant} | {ablation} | {len(group)} | {verified}/{len(group)} | " + " | ".join(cells)
                      + f" | {np.nanmax(means):.3f} | {np.nanmax(small) if small else float('nan'):.3f} | {accuracy} | {keeps} | {seconds:.1f} |")
     return "\n".join(lines)
