@@ -35,7 +35,9 @@ from compiler.lab.circuits.measure import setup  # noqa: E402
 from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
 from compiler.lab.circuits.pipeline import measured  # noqa: E402
 from compiler.lab.circuits.scoring import score  # noqa: E402
-from compiler.lab.circuits.variants import make_variant  # noqa: E402
+from compiler.lab.circuits.variants import keeps_outputs, make_variant  # noqa: E402
+from rasp import rasp  # noqa: E402
+from rasp.errors import RaspEvaluationError  # noqa: E402
 
 # "x20": the KL at inverse temperature SHARP (`methods.divergence`), where a compiled model's softmax
 # follows its decoded output; the plain names use the raw logits.
@@ -55,16 +57,33 @@ def cases(sizes: list[int], fuzz: int, seed: int):
         yield f"fuzz{index}", build(spec).named(f"fuzz{index}"), tuple(vocab), min(max_seq_len, 5), False
 
 
+def undefined_inputs(program, vocab, max_seq_len, distribution: InputDistribution) -> int:
+    """How many sampled inputs the program is not defined on (`rasp.evaluate` raises, e.g. a
+    categorical Aggregate selecting different values). The compiled model then averages one-hot
+    values into ties, and a circuit measured there is about float rounding at a tie."""
+    bad = 0
+    for row in distribution.tokens(tuple(vocab), max_seq_len):
+        try:
+            rasp.evaluate(program, row)
+        except RaspEvaluationError:
+            bad += 1
+    return bad
+
+
 def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[dict]:
     start = time.perf_counter()
+    bad = undefined_inputs(program, vocab, max_seq_len, InputDistribution(args.inputs, args.seed, unique_tokens=unique))
+    if bad:
+        raise ValueError(f"the program is undefined on {bad} of the {args.inputs} sampled inputs; skipped")
     built = make_variant(variant, program, vocab, max_seq_len, seed=args.seed, unique_tokens=unique, gd_steps=args.gd_steps)
     rows = []
     distribution = InputDistribution(args.inputs, args.seed, unique_tokens=unique)
+    keeps = keeps_outputs(built, program, distribution.tokens(tuple(vocab), max_seq_len), built.model.config.causal)
     for m in measured(built, program, distribution, ABLATIONS):
         truth = m.measured.circuit
         row = {"case": name, "variant": variant, "ablation": m.record.ablation, "edges": int(truth.size),
                "circuit": int(truth.sum()), "verified": m.record.verification.verified,
-               "sufficient": m.record.verification.sufficient, "accuracy": built.accuracy}
+               "sufficient": m.record.verification.sufficient, "accuracy": built.accuracy, "keeps": keeps}
         small = setup(built.net, np.asarray(m.setup.ids)[: args.method_inputs], m.setup.ablation)
         for method, run in METHODS.items():
             row[method] = score(run(m.setup), truth).roc_auc
@@ -83,7 +102,7 @@ def table(rows: list[dict], method_inputs: int) -> str:
     keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
     keys = [k for k in keys if any(k in r for r in rows)]
     lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
-             + " | best mean | s/model (median) |", "|" + "---|" * (6 + len(keys))]
+             + f" | best mean | best mean @{method_inputs} | accuracy (min) | keeps outputs (min, measured of) | s/model (median) |", "|" + "---|" * (9 + len(keys))]
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["variant"], row["ablation"]), []).append(row)
@@ -97,8 +116,13 @@ def table(rows: list[dict], method_inputs: int) -> str:
             cells.append(f"{mean:.3f} / {min(values):.3f}" if values else "n/a")
         verified = sum(r["verified"] for r in group)
         seconds = statistics.median(r["seconds"] for r in group)
+        small = [mean for key, mean in zip(keys, means) if key.endswith(f"@{method_inputs}")]
+        accuracies = [r["accuracy"] for r in group if r.get("accuracy") is not None]
+        accuracy = f"{min(accuracies):.3f}" if accuracies else "exact"
+        kept = [r["keeps"] for r in group if r.get("keeps") is not None]
+        keeps = f"{min(kept):.3f} ({len(kept)} of {len(group)})" if kept else "not measured"
         lines.append(f"| {variant} | {ablation} | {len(group)} | {verified}/{len(group)} | " + " | ".join(cells)
-                     + f" | {np.nanmax(means):.3f} | {seconds:.1f} |")
+                     + f" | {np.nanmax(means):.3f} | {np.nanmax(small) if small else float('nan'):.3f} | {accuracy} | {keeps} | {seconds:.1f} |")
     return "\n".join(lines)
 
 

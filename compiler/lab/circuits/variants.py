@@ -149,10 +149,14 @@ def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: 
         note = f"{method} projection at its smallest exact width d={d} of D={model.config.residual_width}"
         if fraction == 1.0:
             return make_projection(structure, method, d), note, 1.0
-        squeezed = max(min_width(structure, method), round(fraction * d))
+        squeezed = max(1, round(fraction * d))
+        # Below the packed construction's minimum (one dimension per s-op) the random one still
+        # fits; below both, the random one's minimum.
+        method = method if squeezed >= min_width(structure, method) else "random"
+        squeezed = max(squeezed, min_width(structure, method))
         w = make_projection(structure, method, squeezed)
         accuracy = float(check.sequence_accuracy(w))
-        return w, (f"{method} projection at d={squeezed}, {fraction:g} of its smallest exact width {d} "
+        return w, (f"{method} projection at d={squeezed}, {fraction:g} of the smallest exact width {d} "
                    f"(D={model.config.residual_width}), sequence accuracy {accuracy:.4f} on {check.size} inputs"), accuracy
     raise ValueError(f"no analytic projection of {program.label!r} is exact below D={model.config.residual_width}")
 

@@ -233,3 +233,20 @@ def test_cli_writes_the_record_and_the_picture(tmp_path, capsys):
     assert "2 of 9 edges" in capsys.readouterr().out
     assert main(["circuit", "--example", "frac_prevs", "--ablation", "half", "--out", str(out)]) == 2
     assert "unknown ablation 'half'" in capsys.readouterr().err
+
+
+def test_variant_width_fraction_is_parsed_and_checked():
+    from compiler.lab.circuits.variants import parse, squeeze
+
+    assert parse("c@0.6") == ("c",) and squeeze("c@0.6") == 0.6
+    assert parse("b@0.5+e") == ("b", "e") and squeeze("b+e") == 1.0
+    for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5"):
+        with pytest.raises(ValueError, match="variant"):
+            parse(bad)
+
+
+def test_numerical_tolerance_merges_float_twins():
+    from compiler.lab.circuits.components import half_smallest_gap
+
+    assert half_smallest_gap([0.3, 0.1 + 0.2, 0.5, 1]) == pytest.approx(0.1)
+    assert half_smallest_gap([2]) == 0.5 and half_smallest_gap(["a", 1, 3]) == 1.0
