@@ -1,10 +1,9 @@
 """auto-circuit's edge attribution patching on the TransformerLens export, scored against our
 verified resample-ablation circuit at the last position (what auto-circuit scores).
 
-Needs auto-circuit next to TransformerLens 2.x (see compiler/lab/circuits/auto_circuit_bridge.py):
-`python -m venv v && echo <site-packages of the project's venv> > v/lib/python3.11/site-packages/p.pth
-&& v/bin/pip install --no-deps transformer-lens==2.16.1 better-abc auto-circuit`, then
-`PYTHONPATH=. v/bin/python benchmarks/circuit_auto_circuit.py`.
+Needs the `circuits` extra (auto-circuit next to TransformerLens 3.x, in its own venv; see
+docs/circuits.md): `python3 -m venv v && v/bin/pip install -e ".[circuits]" "torch==2.13.0"`, then
+`v/bin/python benchmarks/circuit_auto_circuit.py [program ...]`.
 """
 
 import dataclasses

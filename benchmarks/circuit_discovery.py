@@ -32,12 +32,18 @@ from compiler.fuzzing.program_spec import build  # noqa: E402
 from compiler.fuzzing.random_programs import generate  # noqa: E402
 from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution  # noqa: E402
 from compiler.lab.circuits.measure import setup  # noqa: E402
-from compiler.lab.circuits.methods import acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
+from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
 from compiler.lab.circuits.pipeline import measured  # noqa: E402
 from compiler.lab.circuits.scoring import score  # noqa: E402
-from compiler.lab.circuits.variants import make_variant  # noqa: E402
+from compiler.lab.circuits.variants import keeps_outputs, make_variant  # noqa: E402
+from rasp import rasp  # noqa: E402
+from rasp.errors import RaspEvaluationError  # noqa: E402
 
-METHODS = {"patching": edge_patching_scores, "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
+# "x20": the KL at inverse temperature SHARP (`methods.divergence`), where a compiled model's softmax
+# follows its decoded output; the plain names use the raw logits.
+METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
+           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
+SMALL = {"patching": edge_patching_scores, f"patching x{SHARP:g}": METHODS[f"patching x{SHARP:g}"]}
 
 
 def cases(sizes: list[int], fuzz: int, seed: int):
@@ -45,28 +51,46 @@ def cases(sizes: list[int], fuzz: int, seed: int):
     for size in sizes:
         for name, example in EXAMPLES.items():
             yield f"{name}@{size}", example.build(size), tuple(example.vocab), size, name == "sort_unique"
-    for index in range(fuzz):
+    for index in range(3 * fuzz):  # main() stops after `fuzz` of them compile
         vocab, max_seq_len = SETTINGS[index % len(SETTINGS)]
         spec = generate(seed * 1_000_003 + index, 3 + index % 8, vocab, max_seq_len)
         yield f"fuzz{index}", build(spec).named(f"fuzz{index}"), tuple(vocab), min(max_seq_len, 5), False
 
 
+def undefined_inputs(program, vocab, max_seq_len, distribution: InputDistribution) -> int:
+    """How many sampled inputs the program is not defined on (`rasp.evaluate` raises, e.g. a
+    categorical Aggregate selecting different values). The compiled model then averages one-hot
+    values into ties, and a circuit measured there is about float rounding at a tie."""
+    bad = 0
+    for row in distribution.tokens(tuple(vocab), max_seq_len):
+        try:
+            rasp.evaluate(program, row)
+        except RaspEvaluationError:
+            bad += 1
+    return bad
+
+
 def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[dict]:
     start = time.perf_counter()
+    bad = undefined_inputs(program, vocab, max_seq_len, InputDistribution(args.inputs, args.seed, unique_tokens=unique))
+    if bad:
+        raise ValueError(f"the program is undefined on {bad} of the {args.inputs} sampled inputs; skipped")
     built = make_variant(variant, program, vocab, max_seq_len, seed=args.seed, unique_tokens=unique, gd_steps=args.gd_steps)
     rows = []
     distribution = InputDistribution(args.inputs, args.seed, unique_tokens=unique)
+    keeps = keeps_outputs(built, program, distribution.tokens(tuple(vocab), max_seq_len), built.model.config.causal)
     for m in measured(built, program, distribution, ABLATIONS):
         truth = m.measured.circuit
         row = {"case": name, "variant": variant, "ablation": m.record.ablation, "edges": int(truth.size),
                "circuit": int(truth.sum()), "verified": m.record.verification.verified,
-               "sufficient": m.record.verification.sufficient, "accuracy": built.accuracy}
+               "sufficient": m.record.verification.sufficient, "accuracy": built.accuracy, "keeps": keeps}
         small = setup(built.net, np.asarray(m.setup.ids)[: args.method_inputs], m.setup.ablation)
         for method, run in METHODS.items():
             row[method] = score(run(m.setup), truth).roc_auc
         # On the small dataset only exhaustive patching, the strongest method (a recompile per
         # method and shape is most of the time on a 2-core machine).
-        row[f"patching@{args.method_inputs}"] = score(edge_patching_scores(small), truth).roc_auc
+        for method, run in SMALL.items():
+            row[f"{method}@{args.method_inputs}"] = score(run(small), truth).roc_auc
         rows.append(row)
     seconds = time.perf_counter() - start
     for row in rows:
@@ -75,9 +99,10 @@ def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[d
 
 
 def table(rows: list[dict], method_inputs: int) -> str:
-    keys = [*METHODS, f"patching@{method_inputs}"]
+    keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
+    keys = [k for k in keys if any(k in r for r in rows)]
     lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
-             + " | best mean | s/model (median) |", "|" + "---|" * (6 + len(keys))]
+             + f" | best mean | best mean @{method_inputs} | accuracy (min) | keeps outputs (min, measured of) | s/model (median) |", "|" + "---|" * (9 + len(keys))]
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["variant"], row["ablation"]), []).append(row)
@@ -85,14 +110,19 @@ def table(rows: list[dict], method_inputs: int) -> str:
         cells = []
         means = []
         for key in keys:
-            values = [r[key] for r in group if r[key] is not None and not np.isnan(r[key])]
+            values = [r[key] for r in group if r.get(key) is not None and not np.isnan(r[key])]
             mean = float(np.mean(values)) if values else float("nan")
             means.append(mean)
             cells.append(f"{mean:.3f} / {min(values):.3f}" if values else "n/a")
         verified = sum(r["verified"] for r in group)
         seconds = statistics.median(r["seconds"] for r in group)
+        small = [mean for key, mean in zip(keys, means) if key.endswith(f"@{method_inputs}")]
+        accuracies = [r["accuracy"] for r in group if r.get("accuracy") is not None]
+        accuracy = f"{min(accuracies):.3f}" if accuracies else "exact"
+        kept = [r["keeps"] for r in group if r.get("keeps") is not None]
+        keeps = f"{min(kept):.3f} ({len(kept)} of {len(group)})" if kept else "not measured"
         lines.append(f"| {variant} | {ablation} | {len(group)} | {verified}/{len(group)} | " + " | ".join(cells)
-                     + f" | {np.nanmax(means):.3f} | {seconds:.1f} |")
+                     + f" | {np.nanmax(means):.3f} | {np.nanmax(small) if small else float('nan'):.3f} | {accuracy} | {keeps} | {seconds:.1f} |")
     return "\n".join(lines)
 
 
@@ -108,12 +138,19 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", help="comma-separated case names (e.g. reverse@5,fuzz3)")
     parser.add_argument("--rows", type=Path, help="append one JSON line per result here")
+    parser.add_argument("--table", type=Path, help="only print the table of the rows in this JSON lines file")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.table:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()], args.method_inputs))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",") if s]  # --sizes "": random programs only
     only = set(args.only.split(",")) if args.only else None
     rows, failures = [], []
     todo = [c for c in cases(sizes, args.fuzz, args.seed) if only is None or c[0] in only]
+    built_fuzz = 0
     for name, program, vocab, max_seq_len, unique in tqdm(todo, desc="cases"):
+        if name.startswith("fuzz") and built_fuzz >= args.fuzz:
+            break
         variants = (args.fuzz_variants if name.startswith("fuzz") else args.variants).split(",")
         for variant in variants:
             try:
@@ -122,6 +159,7 @@ def main(argv=None) -> int:
                 failures.append(f"{name} {variant}: {type(error).__name__}: {' '.join(str(error).split())[:160]}")
                 continue
             rows += new
+            built_fuzz += name.startswith("fuzz") and variant == variants[0]
             if args.rows:
                 with args.rows.open("a") as handle:
                     handle.writelines(json.dumps(r) + "\n" for r in new)

@@ -5,14 +5,18 @@ bound's verdict, decoded-output accuracy against RASP on sampled inputs (Zipf to
 residual site, the feature-frequency profile, and the time to generate activations with true codes
 (measured on ``--timing-tokens`` after a warm-up batch, extrapolated to 10^7 and labelled so).
 
-With SAELens installed (the ``sae`` extra, in its own venv) it then trains TopK SAEs on the 1k
-model at several compression widths d (the superposition dial) and several k (L0), scores them with
-SynthSAEBench's metrics plus spliced-output accuracy and causal use, and plots recovery against d
-and L0. Without SAELens it says so and stops after the stage table.
+With SAELens installed (the ``sae`` extra, in its own venv) it then trains SAELens SAEs on the
+last residual site of ``--sae-stage`` (latents = true directions, k = the true L0): the first of
+``--archs`` at every compression width d of ``--widths`` (the superposition dial), the others at
+the packed width, and the first again at the other ``--ks``. Each trains on a pool of activations
+and is scored on held-out ones with SynthSAEBench's metrics plus spliced-output accuracy and
+causal use; its loss curve is recorded. After every SAE the rows (with curves), the recovery plot
+and the loss plot are rewritten under ``--out``. Without SAELens it says so and stops after the
+stage table.
 
     python benchmarks/feature_benchmark.py                        # 1k, 4k, 16k; SAEs if installed
-    python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths 176,112
-    python benchmarks/feature_benchmark.py --stages "" --sae-steps 200     # SAE baselines only
+    python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths packed,144
+    python benchmarks/feature_benchmark.py --stages "" --sae-stage 4k --archs topk --ks 38  # SAEs only
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from compiler.io.atomic import atomic_write_text  # noqa: E402
 from compiler.lab.features.dictionary import true_dictionary  # noqa: E402
 from compiler.lab.features.evaluation import output_accuracy, rasp_references  # noqa: E402
 from compiler.lab.features.metrics import data_profile, ground_truth, perfect_coder, synthetic_scores  # noqa: E402
-from compiler.lab.features.plots import recovery_plot  # noqa: E402
+from compiler.lab.features.plots import loss_plot, recovery_plot  # noqa: E402
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites  # noqa: E402
 from compiler.lab.features.splice import causal_use, spliced_accuracy  # noqa: E402
 from compiler.lab.features.stages import STAGES, Stage, build_stage, sample_ids  # noqa: E402
@@ -98,23 +102,47 @@ def stage_row(name: str, samples: int, timing_tokens: int, folder: Path) -> tupl
     return row, stage
 
 
-def sae_scores(stage: Stage, w: np.ndarray, k: int, steps: int, folder: Path, tokens: int) -> dict:
+def shards(stage: Stage, w: np.ndarray, folder: Path, tokens: int, seed: int) -> ShardReader:
+    """Activations of the last residual site under ``w`` (Zipf tokens), streamed once per folder."""
+    if not (folder / "meta.json").exists():
+        site = Site("resid", len(stage.compiled.config.layers))
+        stream_activations(stage.compiled, site, folder, tokens, w, batch_inputs=4096, zipf=ZIPF, seed=seed,
+                           progress=False)
+    return ShardReader(folder)
+
+
+def convergence(curve: list) -> float:
+    """Relative drop of the mean loss from the second-to-last to the last fifth of the recorded curve
+    (0 on a flat curve; near 0 means converged at this learning rate)."""
+    losses = np.array([point.loss for point in curve])
+    fifth = max(1, len(losses) // 5)
+    before, last = losses[-2 * fifth:-fifth].mean(), losses[-fifth:].mean()
+    return float((before - last) / max(abs(before), 1e-12))
+
+
+def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folder: Path, tokens: int,
+               eval_tokens: int, lr: float) -> dict:
+    """Train one SAELens SAE (latents = true directions) on a training pool of ``tokens`` activations
+    and score it on ``eval_tokens`` held-out activations (other inputs), spliced and causally."""
     from compiler.lab.features.sae import TorchCoder, train_sae
 
     model = stage.compiled
     site = Site("resid", len(model.config.layers))
     dictionary = true_dictionary(model, site, w)
-    stream_activations(model, site, folder, tokens, w, batch_inputs=4096, zipf=ZIPF, progress=False)
-    reader = ShardReader(folder)
-    occurring, dense_range = data_profile(reader.batches(8192, ("code_index", "dense_codes")), dictionary.num_features)
+    train = shards(stage, w, folder / "train", tokens, seed=0)
+    held_out = shards(stage, w, folder / "eval", eval_tokens, seed=1)
+    occurring, dense_range = data_profile(held_out.batches(8192, ("code_index", "dense_codes")),
+                                          dictionary.num_features)
     truth = ground_truth(dictionary, occurring, dense_range)
+    curve: list = []
     start = time.perf_counter()
-    sae = train_sae(folder, d_sae=len(truth.labels), k=k, steps=steps, batch_size=1024)
+    sae = train_sae(train.folder, d_sae=len(truth.labels), k=k, steps=steps, batch_size=1024, lr=lr, architecture=arch,
+                    history=curve, log_every=max(1, steps // 100))
     train_s = time.perf_counter() - start
     coder = TorchCoder(sae)
 
     def batches():
-        for b in reader.batches(8192, ("activations", "code_index", "code_value", "dense_codes")):
+        for b in held_out.batches(8192, ("activations", "code_index", "code_value", "dense_codes")):
             yield b["activations"], truth.codes(dense_codes(b["code_index"], b["code_value"], dictionary.num_features),
                                                 b["dense_codes"])
 
@@ -124,13 +152,16 @@ def sae_scores(stage: Stage, w: np.ndarray, k: int, steps: int, folder: Path, to
     spliced = spliced_accuracy(model, coder, refs, site, w).sequence
     use = causal_use(model, dictionary, coder, ids[:400], w, examples=1, truth=truth)
     perfect = synthetic_scores(perfect_coder(truth), truth, batches())
-    return {"d": int(w.shape[1]), "k": k, "latents": len(truth.labels), "true_l0": scores.true_l0,
-            "sae_l0": scores.sae_l0, "dead": scores.dead_latents, "shrinkage": scores.shrinkage,
-            "ev": scores.explained_variance, "mcc": scores.mcc, "uniqueness": scores.uniqueness,
-            "precision": scores.classification.precision, "recall": scores.classification.recall,
-            "f1": scores.classification.f1_score, "spliced": spliced, "causal": use.fraction,
-            "causal_used": use.used, "perfect_mcc": perfect.mcc, "perfect_f1": perfect.classification.f1_score,
-            "steps": steps, "train_s": train_s}
+    return {"stage": stage.spec.name, "arch": arch, "d": int(w.shape[1]), "k": k, "latents": len(truth.labels),
+            "true_l0": scores.true_l0, "sae_l0": scores.sae_l0, "dead": scores.dead_latents,
+            "shrinkage": scores.shrinkage, "ev": scores.explained_variance, "mcc": scores.mcc,
+            "uniqueness": scores.uniqueness, "precision": scores.classification.precision,
+            "recall": scores.classification.recall, "f1": scores.classification.f1_score, "spliced": spliced,
+            "causal": use.fraction, "causal_used": use.used, "perfect_mcc": perfect.mcc,
+            "perfect_f1": perfect.classification.f1_score, "steps": steps, "samples": steps * 1024, "lr": lr,
+            "train_tokens": tokens, "eval_tokens": eval_tokens, "train_s": train_s,
+            "loss_first": curve[0].loss, "loss_last": curve[-1].loss, "loss_drop_last_fifth": convergence(curve),
+            "curve": [[point.step, point.loss] for point in curve]}
 
 
 def print_table(rows: list[dict], keys: list[str]) -> None:
@@ -144,10 +175,19 @@ def main() -> None:
     parser.add_argument("--stages", default="1k,4k,16k", help="comma-separated; empty: SAE baselines only")
     parser.add_argument("--samples", type=int, default=10_000, help="sampled inputs checked against RASP")
     parser.add_argument("--timing-tokens", type=int, default=200_000)
-    parser.add_argument("--widths", default="176,144,112,80,56", help="d values of the 1k model for the SAE dial")
-    parser.add_argument("--ks", default="11,22,44", help="TopK k values at the packed width")
-    parser.add_argument("--sae-steps", type=int, default=1500)
-    parser.add_argument("--sae-tokens", type=int, default=300_000)
+    parser.add_argument("--sae-stage", default="1k", help="stage whose SAE baselines are trained; empty: none")
+    parser.add_argument("--widths", default="packed,160,144,128",
+                        help="compression widths d for the SAE dial ('packed': the stage's packed width)")
+    parser.add_argument("--archs", default="topk,batchtopk",
+                        help="SAELens architectures: the first at every width and k value, the others at the "
+                             "packed width")
+    parser.add_argument("--lr", type=float, default=1e-3, help="constant learning rate of the SAEs")
+    parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--ks", default="", help="k values of the first architecture at the packed width "
+                                                  "(default: half, once and twice the true L0)")
+    parser.add_argument("--sae-steps", type=int, default=6000, help="optimizer steps of 1,024 activations")
+    parser.add_argument("--sae-tokens", type=int, default=500_000, help="training pool (cycled)")
+    parser.add_argument("--eval-tokens", type=int, default=50_000, help="held-out activations scored")
     parser.add_argument("--out", default="features-results", help="folder for stages.json, saes.json, recovery.png")
     args = parser.parse_args()
     out = Path(args.out)
@@ -171,31 +211,45 @@ def main() -> None:
         print("\nSAE baselines skipped: sae_lens is not importable in this environment (it needs "
               "transformer-lens<4; run this script with the venv that has the 'sae' extra).")
         return
-    base = stages.get("1k") or build_stage(STAGES["1k"])
+    if not args.sae_stage:
+        return
+    base = stages.get(args.sae_stage) or build_stage(STAGES[args.sae_stage])
     structure = residual_structure(base.compiled)
-    by_width, by_l0 = [], []
-    for d in (int(x) for x in args.widths.split(",")):
-        w = packed_projection(structure, d)
-        row = sae_scores(base, w, 22, args.sae_steps, work / f"d{d}", args.sae_tokens)
+    true_l0 = l0_per_site(base)[-1]
+    widths = [base.d if x == "packed" else int(x) for x in args.widths.split(",") if x]
+    ks = [int(x) for x in args.ks.split(",") if x] or [max(1, round(true_l0 * f)) for f in (0.5, 1, 2)]
+    k0 = max(1, round(true_l0))
+    archs = [a for a in args.archs.split(",") if a]
+    rows = []
+    import torch  # one intra-op thread: on a shared 2-core machine more threads made each step 5x slower
+
+    torch.set_num_threads(args.torch_threads)
+    # the first architecture at every width, the others at the packed width, then the other k values
+    runs = ([(d, archs[0], k0) for d in widths] + [(base.d, arch, k0) for arch in archs[1:]]
+            + [(base.d, archs[0], k) for k in ks if k != k0])
+    name = args.sae_stage
+    for d, arch, k in runs:
+        w = base.projection if d == base.d else packed_projection(structure, d)
+        row = sae_scores(base, w, arch, k, args.sae_steps, work / f"d{d}", args.sae_tokens, args.eval_tokens,
+                         args.lr)
         row["model_accuracy"] = exactness(base, 2000, w)
         row["bound_exact"] = interference_bound(structure, w).claims_exact
-        by_width.append(row)
-        print(json.dumps(row), flush=True)
-    for k in (int(x) for x in args.ks.split(",")):
-        row = next((r for r in by_width if r["k"] == k and r["d"] == base.d), None)
-        if row is None:
-            row = sae_scores(base, base.projection, k, args.sae_steps, work / f"k{k}", args.sae_tokens)
-            print(json.dumps(row), flush=True)
-        by_l0.append(row)
-    keys = ["d", "k", "latents", "true_l0", "sae_l0", "dead", "shrinkage", "ev", "mcc", "uniqueness", "precision",
-            "recall", "f1", "spliced", "causal", "perfect_mcc", "perfect_f1", "steps", "train_s"]
-    print("\n## TopK SAEs on the 1k model (last residual site), by compression width d\n")
-    print_table(by_width, keys + ["model_accuracy", "bound_exact"])
-    print("\n## ... by k at the packed width\n")
-    print_table(by_l0, keys)
-    atomic_write_text(out / "saes.json", json.dumps({"by_width": by_width, "by_l0": by_l0}, indent=1))
-    print(recovery_plot(out / "recovery.png", by_width, by_l0, "TopK SAEs on the 1k-feature compiled model"))
-
+        rows.append(row)
+        print(json.dumps({key: value for key, value in row.items() if key != "curve"}), flush=True)
+        # results so far, after every SAE: a long run stopped early keeps what it finished
+        atomic_write_text(out / f"saes_{name}.json", json.dumps(rows, indent=1))
+        by_width = [r for r in rows if r["k"] == k0 and r["arch"] == archs[0]]
+        by_l0 = [r for r in rows if r["d"] == base.d and r["arch"] == archs[0]]
+        recovery_plot(out / f"recovery_{name}.png", by_width, by_l0,
+                      f"{archs[0]} SAEs on the {name}-feature compiled model")
+        loss_plot(out / f"loss_{name}.png", {f"{r['arch']} d={r['d']} k={r['k']}": r["curve"] for r in rows},
+                  f"SAELens training loss, {name} model")
+    keys = ["arch", "d", "k", "latents", "true_l0", "sae_l0", "dead", "shrinkage", "ev", "mcc", "uniqueness",
+            "precision", "recall", "f1", "spliced", "causal", "perfect_mcc", "perfect_f1", "steps", "train_s",
+            "loss_first", "loss_last", "loss_drop_last_fifth", "model_accuracy", "bound_exact"]
+    print(f"\n## SAELens SAEs on the {name} model (last residual site; scored on held-out activations)\n")
+    print_table(rows, keys)
+    print(f"tables, curves and plots: {out}/saes_{name}.json, recovery_{name}.png, loss_{name}.png")
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,9 @@
 RASP evaluator (non-causal and causal). Exits non-zero on any MISMATCH or CRASH.
 
 Run: `python benchmarks/fuzz.py -n 10000 --jobs 2` or `python -m benchmarks.fuzz ...`;
-`--help` lists the options. The work is done by `compiler.fuzzing.driver`.
+`--help` lists the options. `--results FILE` saves every program's outcome (atomically, every
+50 programs) and resumes a killed run; `--redo TEXT` re-checks the stored programs whose
+outcome mentions TEXT. The work is done by `compiler.fuzzing.driver`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compiler.fuzzing.driver import main  # noqa: E402
+from compiler.io.atomic import atomic_write_text  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(write_text=atomic_write_text))

@@ -2,7 +2,8 @@
 
 For one library program (n tokens, length n) at width ``d``: the loss parts under the paper's
 objective (``LossConfig()``: cross-entropy + L_layer read back through W) and under the exactness
-objective (``LossConfig.exact()``: logit-gap margin + the layers' own outputs + attention KL), and
+objective (``LossConfig.exact()``: logit-gap margin + the layers' own outputs + attention KL +
+ReLU pre-activation margin), and
 the sequence accuracy, of (a) the packed projection at d, (b) W trained by GD from an orthogonal
 start with the paper's objective and (c) with the exactness objective (default recipe otherwise,
 seed 0, stopped early if exact). The loss is averaged over ``--per-length`` inputs of every

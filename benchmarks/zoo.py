@@ -1,9 +1,14 @@
 """Model-zoo throughput: programs/s and MB/s of `generate_zoo`, by engine and variant, and Tracr
 on a sample of the same programs for the ratio.
 
-Each row generates a fresh zoo of `--programs` programs (seed 0, default knobs) into a temporary
-folder: the local engine with each variant alone and with all three, and a local Ray instance
-(`--jobs` CPUs) with all three (its start-up time included, reported apart). `MB/s` counts the
+`cpu_s_per_program` is the CPU time the row used (this process and its local workers) per
+program, and `idle_1e5_h` the projection for 10^5 programs from it on `--jobs` otherwise idle
+cores: on a machine shared with other jobs, wall-clock rates measure the sharing as much as the
+generator, CPU time much less so.
+
+Each row generates a fresh zoo (seed 0, default knobs) into a temporary folder: the local
+engine with all the `--variants` and with each alone (`--each-programs`), and a local Ray
+instance (`--jobs` CPUs) with all of them (its start-up time included, reported apart). `MB/s` counts the
 Parquet bytes written. The projection for 10^5 programs is the measured rate extrapolated
 linearly (generation is per program and shards are written as they fill, so nothing grows with
 the count but the folder).
@@ -13,14 +18,19 @@ Tracr is not a dependency: with `--tracr-python` pointing at a Python that has `
 random programs of the zoo are compiled by `compile_rasp_to_model` in one process, and by our
 `compile_rasp` in this one (compile time only, both sides, refusals included).
 
-    python benchmarks/zoo.py --programs 10000
+Rows print as they finish (`--rows` picks them and their order), so a long run that is stopped
+still leaves the rows it completed.
+
+    python benchmarks/zoo.py --programs 10000 --progress
     python benchmarks/zoo.py --programs 300 --tracr-sample 100 --no-ray
+    python benchmarks/zoo.py --rows tracr,local-all,ray-all --programs 10000 --each-programs 1000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -30,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.lab.zoo.config import VARIANTS, ZooConfig  # noqa: E402
+from compiler.lab.zoo.config import DEFAULT_VARIANTS, ZooConfig  # noqa: E402
 from compiler.lab.zoo.generate import generate_zoo  # noqa: E402
 from compiler.lab.zoo.sampling import draw  # noqa: E402
 
@@ -40,90 +50,139 @@ import json, sys, time
 from tracr.rasp import rasp
 from tracr.compiler import compiling, lib
 programs = json.loads(sys.stdin.read())
-ok = failed = 0
-start = time.perf_counter()
-for source, vocab, n in programs:
+results = []
+for source, vocab, n in programs[:1] + programs:  # the first compile again, untimed: warm-up
     body = source.replace("from rasp import lib, rasp", "")
     namespace = {"rasp": rasp, "lib": lib}
+    start = time.perf_counter()
     try:
         exec(body, namespace)
         compiling.compile_rasp_to_model(namespace["program"], vocab=set(vocab), max_seq_len=n, compiler_bos="BOS")
-        ok += 1
+        ok = True
     except Exception:
-        failed += 1
-print(json.dumps(dict(seconds=time.perf_counter() - start, ok=ok, failed=failed)))
+        ok = False
+    results.append([time.perf_counter() - start, ok])
+print(json.dumps(results[1:]))
 """
 
 
-def zoo_row(name: str, config: ZooConfig, engine: str, jobs: int) -> dict:
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (local workers are reaped when their
+    pool closes; Ray's workers are not children, so Ray rows leave this column out)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def zoo_row(name: str, config: ZooConfig, engine: str, jobs: int, progress: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as folder:
-        started = time.perf_counter()
-        summary = generate_zoo(Path(folder) / "zoo", config, engine=engine, jobs=jobs, progress=False)
+        started, cpu = time.perf_counter(), cpu_seconds()
+        summary = generate_zoo(Path(folder) / "zoo", config, engine=engine, jobs=jobs, progress=progress)
         wall = time.perf_counter() - started
+        cpu = cpu_seconds() - cpu
     ok = sum(v for k, v in summary.statuses.items() if k.endswith("/ok"))
     records = sum(summary.statuses.values())
     return {"row": name, "programs": summary.programs, "records_ok": f"{ok}/{records}", "seconds": round(wall, 1),
             "programs_per_s": round(summary.programs / wall, 2), "MB": round(summary.bytes_written / 2**20, 2),
             "MB_per_s": round(summary.bytes_written / 2**20 / wall, 3),
-            "projected_1e5_h": round(1e5 / (summary.programs / wall) / 3600, 2)}
+            "projected_1e5_h": round(1e5 / (summary.programs / wall) / 3600, 2),
+            "not_ok": json.dumps({k: v for k, v in summary.statuses.items() if not k.endswith("/ok")}),
+            **({} if engine == "ray" else {"cpu_s_per_program": round(cpu / summary.programs, 3),
+                                           "idle_1e5_h": round(1e5 * cpu / summary.programs / jobs / 3600, 2)})}
 
 
 def tracr_ratio(config: ZooConfig, sample: int, python: Path) -> dict | None:
+    """Compile time of the first `sample` random programs, ours and Tracr's, each after one
+    untimed warm-up compile: in all (refusals included) and over the programs both compile (the
+    fair ratio: a refusal is quick)."""
     from compiler import compile_rasp
     from compiler.errors import CompilerError
     from compiler.lab.zoo.sampling import rebuild
 
     drawn = [d for d in (draw(config, i) for i in range(sample * 2)) if d.origin == "random"][:sample]
-    started = time.perf_counter()
-    ours_ok = 0
-    for d in drawn:
+    ours = []
+    for d in drawn[:1] + drawn:  # the first compile again, untimed: warm-up
+        started = time.perf_counter()
         try:
             compile_rasp(rebuild(d.source), d.vocab, d.max_seq_len)
-            ours_ok += 1
+            ok = True
         except CompilerError:
-            pass
-    ours = time.perf_counter() - started
+            ok = False
+        ours.append((time.perf_counter() - started, ok))
+    ours = ours[1:]
+    row = {"programs": len(drawn), "ours_s": round(sum(t for t, _ in ours), 2), "ours_ok": sum(ok for _, ok in ours)}
     if not python.exists():
-        return {"programs": len(drawn), "ours_s": round(ours, 2), "ours_ok": ours_ok, "tracr": "absent (skipped)"}
+        return dict(row, tracr="absent (skipped)")
     payload = json.dumps([[d.source, list(d.vocab), d.max_seq_len] for d in drawn])
     done = subprocess.run([str(python), "-c", TRACR_SNIPPET], input=payload, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
-        return {"programs": len(drawn), "ours_s": round(ours, 2), "tracr": f"failed: {done.stderr.strip()[-300:]}"}
+        return dict(row, tracr=f"failed: {done.stderr.strip()[-300:]}")
     tracr = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"programs": len(drawn), "ours_s": round(ours, 2), "ours_ok": ours_ok, "tracr_s": round(tracr["seconds"], 2),
-            "tracr_ok": tracr["ok"], "tracr_over_ours": round(tracr["seconds"] / ours, 1)}
+    both = [i for i, ((_, a), (_, b)) in enumerate(zip(ours, tracr)) if a and b]
+    ours_both, tracr_both = sum(ours[i][0] for i in both), sum(tracr[i][0] for i in both)
+    tracr_s = sum(t for t, _ in tracr)
+    return dict(row, tracr_s=round(tracr_s, 2), tracr_ok=sum(ok for _, ok in tracr),
+                tracr_over_ours=round(tracr_s / row["ours_s"], 1), both_ok=len(both), ours_both_s=round(ours_both, 3),
+                tracr_both_s=round(tracr_both, 2), tracr_over_ours_both=round(tracr_both / ours_both, 1) if both else None)
+
+
+ROWS = ("tracr", "local-all", "ray-all", "local-each")
+KEYS = ["row", "programs", "records_ok", "seconds", "programs_per_s", "MB", "MB_per_s", "projected_1e5_h",
+        "cpu_s_per_program", "idle_1e5_h", "ray_start_s", "not_ok", "note"]
+
+
+def ray_row(config: ZooConfig, jobs: int, progress: bool) -> dict:
+    try:
+        import ray
+    except ImportError:
+        return {"row": "ray all", "note": "ray not installed (pip install 'tracr-compile[ray]')"}
+    started = time.perf_counter()
+    ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+    startup = time.perf_counter() - started
+    try:
+        return dict(zoo_row("ray all", config, "ray", jobs, progress), ray_start_s=round(startup, 1))
+    finally:
+        ray.shutdown()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--programs", type=int, default=10_000)
+    parser.add_argument("--programs", type=int, default=10_000, help="programs of the 'all variants' rows")
+    parser.add_argument("--each-programs", type=int, default=None,
+                        help="programs of the one-variant rows (default: --programs)")
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                        help="variants of the 'all' rows and the one-variant rows (default: the zoo's default three)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"which rows, in this order (from {', '.join(ROWS)})")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--timeout", type=float, default=ZooConfig.timeout_s, help="seconds per program")
+    parser.add_argument("--progress", action="store_true", help="a progress bar per row (on stderr)")
     parser.add_argument("--tracr-sample", type=int, default=200)
     parser.add_argument("--tracr-python", type=Path, default=TRACR_PYTHON)
     args = parser.parse_args()
-    base = {"programs": args.programs, "shard_size": 500}
-    rows = [zoo_row(f"local {v}", ZooConfig(**base, variants=(v,)), "local", args.jobs) for v in VARIANTS]
-    rows.append(zoo_row("local all three", ZooConfig(**base), "local", args.jobs))
-    if not args.no_ray:
-        try:
-            import ray
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        parser.error(f"unknown row(s) {', '.join(unknown)}; choose from {', '.join(ROWS)}")
+    variants = tuple(v.strip() for v in args.variants.split(","))
+    base = {"programs": args.programs, "shard_size": 500, "timeout_s": args.timeout}
+    each = dict(base, programs=args.each_programs or args.programs)
+    print(f"zoo generation, {args.jobs} jobs, variants {', '.join(variants)}", flush=True)
+    print(" | ".join(KEYS), flush=True)
 
-            started = time.perf_counter()
-            ray.init(num_cpus=args.jobs, include_dashboard=False, log_to_driver=False)
-            startup = time.perf_counter() - started
-            rows.append(dict(zoo_row("ray all three", ZooConfig(**base), "ray", args.jobs), ray_start_s=round(startup, 1)))
-            ray.shutdown()
-        except ImportError:
-            rows.append({"row": "ray all three", "note": "ray not installed (pip install 'tracr-compile[ray]')"})
-    print(f"zoo generation, {args.programs} programs per row, {args.jobs} jobs")
-    keys = ["row", "programs", "records_ok", "seconds", "programs_per_s", "MB", "MB_per_s", "projected_1e5_h", "ray_start_s", "note"]
-    print(" | ".join(keys))
-    for row in rows:
-        print(" | ".join(str(row.get(k, "")) for k in keys))
-    if args.tracr_sample:
-        print("\ncompile only, the first random programs of the zoo:")
-        print(json.dumps(tracr_ratio(ZooConfig(**base), args.tracr_sample, args.tracr_python)))
+    def show(row: dict) -> None:
+        print(" | ".join(str(row.get(k, "")) for k in KEYS), flush=True)
+
+    for name in rows:
+        if name == "tracr" and args.tracr_sample:
+            print("compile only, the first random programs of the zoo: "
+                  + json.dumps(tracr_ratio(ZooConfig(**base), args.tracr_sample, args.tracr_python)), flush=True)
+        elif name == "local-all":
+            show(zoo_row("local all", ZooConfig(**base, variants=variants), "local", args.jobs, args.progress))
+        elif name == "ray-all" and not args.no_ray:
+            show(ray_row(ZooConfig(**base, variants=variants), args.jobs, args.progress))
+        elif name == "local-each":
+            for v in variants:
+                show(zoo_row(f"local {v}", ZooConfig(**each, variants=(v,)), "local", args.jobs, args.progress))
 
 
 if __name__ == "__main__":

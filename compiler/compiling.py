@@ -173,6 +173,9 @@ def compile_rasp(
         owners (`CompiledModel.residual_reuse`), so tools that read one s-op direction per
         residual coordinate (circuit and feature ground truth) see only the first owner.
 
+    A `rasp.Loop` compiles to one block of layers that every iteration runs with the same
+    weights (`compiler.compiling_loops`; `config.tied` records the block).
+
     Returns:
       The `CompiledModel`: Haiku params and a pure, jittable forward, the config with the
       residual labels, the graph, the Craft blocks, the input and output encoders.
@@ -185,6 +188,19 @@ def compile_rasp(
         program raised on a value its inputs can take.
       ModelSizeError: the estimated weights exceed `max_weight_bytes`.
     """
+    if isinstance(program, rasp.Loop):  # iterations share one block of layers
+        if reuse_residual:
+            raise InvalidInputError(
+                "reuse_residual=True is not supported for a rasp.Loop (its iterations share one block "
+                "of layers, so a residual slot cannot change owner between them); compile it without"
+            )
+        from compiler.compiling_loops import compile_loop  # it builds on this module
+
+        return compile_loop(
+            program, vocab, max_seq_len, causal=causal, compiler_bos=compiler_bos, compiler_pad=compiler_pad,
+            mlp_exactness=mlp_exactness, allocator=allocator, causal_strict=causal_strict, optimize=optimize,
+            max_weight_bytes=max_weight_bytes,
+        )
     tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
     _check_limit(max_weight_bytes)
     passes = selected_passes(optimize)

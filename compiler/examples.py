@@ -47,6 +47,7 @@ class Example:
 
 _LETTERS = ("a", "b", "c")
 _BRACKETS = ("(", ")", "{", "}")
+_DIGIT_PAIRS = tuple((a, b) for a in range(10) for b in range(10))
 
 
 def _letters(first: tuple[str, ...]) -> Callable[[int], tuple[str, ...]]:
@@ -105,4 +106,19 @@ _ALL = (
             _ints(0), causal=True),
 )
 
+# Loops (`rasp.Loop`): one block of layers with shared weights, run max_seq_len - 1 times. Kept
+# out of EXAMPLES, which the straight-line tests, sweeps and circuit tools iterate; their
+# differential tests are in tests/compiler/test_loops.py. The command line offers both.
+_LOOPS = (
+    Example("parity_loop", "lib.make_parity_loop(max(1, max_seq_len - 1))", lib.make_parity_loop,
+            (0, 1), 8, (1, 1, 0, 1), "parity of the tokens so far, by a loop (one tied layer, ALTA-style)",
+            _fixed((0, 1)), causal=True),
+    Example("addition_loop", "lib.make_addition_loop(max(1, max_seq_len - 1))", lib.make_addition_loop,
+            _DIGIT_PAIRS, 6, ((9, 1), (9, 0), (4, 5)),
+            "digits of a + b from digit pairs (a_i, b_i), least significant first, by a carry loop",
+            _fixed(_DIGIT_PAIRS), causal=True),
+)
+
 EXAMPLES: dict[str, Example] = {example.name: example for example in _ALL}
+LOOP_EXAMPLES: dict[str, Example] = {example.name: example for example in _LOOPS}
+CATALOGUE: dict[str, Example] = {**EXAMPLES, **LOOP_EXAMPLES}  # what `tracr-compile --example` offers

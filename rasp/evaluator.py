@@ -213,6 +213,28 @@ def _sum_aggregate(ev: _Evaluation, expr: rasp.SumAggregate) -> SOpValue:
     return out
 
 
+def _loop_state(ev: _Evaluation, expr: rasp.LoopState) -> SOpValue:
+    raise RaspEvaluationError(
+        f"{expr.label!r} is the state of a Loop and has a value only inside it; evaluate the "
+        "Loop, not an expression of its body"
+    )
+
+
+def _loop(ev: _Evaluation, expr: rasp.Loop) -> SOpValue:
+    """`steps` applications of the body, each a fresh evaluation in which the state is bound to
+    the previous result; values of the body's expressions that do not read the state are
+    computed once and carried over."""
+    state = ev.arg(expr.init)
+    carried = dict(ev.memo)
+    for _ in range(expr.steps):
+        step = _Evaluation(ev.xs, ev.causal)
+        step.memo = {key: value for key, value in carried.items() if key not in expr.state_dependent}
+        step.memo[id(expr.state)] = state
+        state = step.value_of(expr.next_state)
+        carried = step.memo
+    return list(state)
+
+
 _PLAIN_NUMBERS = (int, float, bool)
 
 
@@ -264,6 +286,8 @@ _RULES: dict[type, Callable[[_Evaluation, Any], Any]] = {
     rasp.Aggregate: _aggregate,
     rasp.SelectorWidth: _selector_width,
     rasp.SumAggregate: _sum_aggregate,
+    rasp.Loop: _loop,
+    rasp.LoopState: _loop_state,
     rasp.Select: _select,
     rasp.ConstantSelector: _constant_selector,
     rasp.SelectorAnd: _selector_binary(np.logical_and),

@@ -314,3 +314,74 @@ def make_nary_sequencemap(f: Callable[..., Any], *sops: rasp.SOp) -> rasp.SOp:
     for position, sop in enumerate(sops[1:], start=2):
         packed = _tag(rasp.SequenceMap(lambda xs, y: (*xs, y), packed, sop), f"args_{position}")
     return rasp.Map(lambda args: f(*args), packed).named("nary_sequence_map")
+
+
+def _previous_or_first(key: int, query: int) -> bool:
+    """Selects the position before the query; position 0 selects itself (its value is unused)."""
+    return key == query - 1 or key == query == 0
+
+
+def make_parity_loop(steps: int) -> rasp.Loop:
+    """The parity of the 0/1 tokens up to each position, by a loop (ALTA's style).
+
+    The state starts as the tokens; each iteration sets position ``i`` to ``token[i] XOR
+    state[i - 1]`` (position 0 keeps its token), so after ``k`` iterations position ``i`` holds
+    the parity of ``tokens[max(0, i - k) .. i]``: exact at every position once ``steps >=
+    length - 1``. Compiled, every iteration runs the same layer (one head, one MLP). It reads
+    only earlier positions, so the causal result is the same.
+
+    >>> make_parity_loop(3)([1, 1, 0, 1])
+    [1, 0, 0, 1]
+    """
+    previous = _tag(rasp.Select(rasp.indices, rasp.indices, _previous_or_first), "previous")
+    first_token = _tag(rasp.SequenceMap(lambda t, i: (t, i == 0), rasp.tokens, rasp.indices), "token_is_first")
+
+    def xor_previous(state: rasp.SOp) -> rasp.SOp:
+        before = _tag(rasp.Aggregate(previous, state), "parity_before")
+        return _tag(rasp.SequenceMap(lambda tf, p: tf[0] if tf[1] else tf[0] ^ p, first_token, before), "parity_step")
+
+    start = _tag(rasp.Map(lambda t: t, rasp.tokens), "parity_start")
+    return rasp.Loop(xor_previous, start, steps).named("parity")
+
+
+def _column_status(previous: Any, index: int) -> str:
+    """What the column before this one does to the carry: generate, propagate or kill it."""
+    if index == 0:
+        return "first"
+    total = previous[0] + previous[1]
+    return "generate" if total >= 10 else ("propagate" if total == 9 else "kill")
+
+
+def _next_digit(column: tuple[int, str], before: int) -> int:
+    """This position's sum digit given the digit before it (which tells a propagated carry)."""
+    digit_sum, status = column
+    carry = status == "generate" or (status == "propagate" and before == 0)
+    return (digit_sum + carry) % 10
+
+
+def make_addition_loop(steps: int) -> rasp.Loop:
+    """Digits of the sum of two numbers, by propagating the carry one position per iteration.
+
+    Tokens are digit pairs ``(a_i, b_i)``, least significant first; the output is the sum's
+    digit at each position (the carry out of the last column is dropped: append ``(0, 0)`` to
+    keep it). The state is the output digit: it starts as ``(a_i + b_i + generated carry) %
+    10`` and each iteration redoes position ``i`` from its column and the digit before it
+    (where column ``i - 1`` sums to 9 the carry passes through, and the digit before is 0
+    exactly when a carry came in). A carry travels one position per iteration, so the result is
+    exact once ``steps >= length - 1`` (ALTA's addition, as a RASP loop).
+
+    >>> make_addition_loop(3)([(9, 1), (9, 0), (9, 0), (0, 0)])
+    [0, 0, 0, 1]
+    """
+    previous = _tag(rasp.Select(rasp.indices, rasp.indices, _previous_or_first), "previous")
+    previous_column = _tag(rasp.Aggregate(previous, rasp.tokens), "previous_column")
+    status = _tag(rasp.SequenceMap(_column_status, previous_column, rasp.indices), "carry_status")
+    digit_sum = _tag(rasp.Map(lambda ab: (ab[0] + ab[1]) % 10, rasp.tokens), "digit_sum")
+    column = _tag(rasp.SequenceMap(lambda d, s: (d, s), digit_sum, status), "column")
+
+    def carry_once(state: rasp.SOp) -> rasp.SOp:
+        before = _tag(rasp.Aggregate(previous, state), "digit_before")
+        return _tag(rasp.SequenceMap(_next_digit, column, before), "sum_digit_step")
+
+    start = _tag(rasp.Map(lambda c: (c[0] + (c[1] == "generate")) % 10, column), "sum_digit_start")
+    return rasp.Loop(carry_once, start, steps).named("sum_digits")

@@ -25,6 +25,8 @@ __all__ = [
     "DEFAULT_ANNOTATORS",
     "DefaultRASPEvaluator",
     "LengthType",
+    "Loop",
+    "LoopState",
     "NumericValue",
     "Predicate",
     "RASPEvaluator",
@@ -524,6 +526,123 @@ class SelectorWidth(SOp):
     @property
     def children(self) -> tuple[RASPExpr, ...]:
         return (self.selector,)
+
+
+class LoopState(SOp):
+    """The state a `Loop`'s body receives: the s-op holding the current iteration's value.
+
+    It has a value only inside its Loop (the evaluator binds it to `init`, then to each
+    iteration's result); evaluating an expression that reads it outside the Loop is an error.
+    Its encoding is the encoding of the Loop's `init`.
+    """
+
+    default_label_stem = "loop_state"
+
+    def __init__(self, encoding: Encoding) -> None:
+        self._set("_encoding", Encoding(encoding))
+        super().__init__()
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        return {"name": label, "encoding": self._encoding}
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return ()
+
+
+def _reads(root: RASPExpr, target: RASPExpr) -> frozenset[int]:
+    """The ids of the sub-expressions of `root` (itself included) that read `target`."""
+    order: list[RASPExpr] = []
+    seen: set[int] = set()
+    stack: list[tuple[RASPExpr, bool]] = [(root, False)]
+    while stack:  # iterative post-order: deep bodies do not hit the recursion limit
+        expr, expanded = stack.pop()
+        if expanded:
+            order.append(expr)
+            continue
+        if id(expr) in seen:
+            continue
+        seen.add(id(expr))
+        stack.append((expr, True))
+        stack.extend((child, False) for child in expr.children)
+    dependent: set[int] = {id(target)}
+    for expr in order:
+        if any(id(child) in dependent for child in expr.children):
+            dependent.add(id(expr))
+    return frozenset(dependent)
+
+
+class Loop(SOp):
+    """Apply ``body`` to a state ``steps`` times, starting from ``init``: a loop whose every
+    iteration is the same computation (compiled as one block of layers with shared weights).
+
+    ``body`` is called once, here, with the loop's `LoopState` (``.state``) and must return the
+    next state: an s-op that reads the state and may read any s-op built outside the loop
+    (``tokens``, ``indices``, ``init``, ...). The Loop's value is ``body`` applied ``steps``
+    times, ``state_0 = init`` and ``state_k = body(state_{k-1})``, each application evaluated
+    like any RASP expression (with ``causal=True`` every selector in it is masked). The state
+    has ``init``'s encoding; the body's result must have the same one.
+
+    Raises:
+      TypeError: ``body`` is not callable, ``init`` or the body's result is not an s-op,
+        ``steps`` is not an integer.
+      ValueError: ``steps < 1``; the body returns its state unchanged or does not read it; the
+        body's result and ``init`` have different encodings.
+    """
+
+    default_label_stem = "loop"
+
+    def __init__(self, body: Callable[[SOp], SOp], init: SOp, steps: int) -> None:
+        _require_callable("Loop", "body", body)
+        _require_sop("Loop", "init", init)
+        if isinstance(steps, bool) or not isinstance(steps, int):
+            raise TypeError(f"Loop: steps must be an int (the number of iterations), got {steps!r}")
+        if steps < 1:
+            raise ValueError(f"Loop: steps must be at least 1, got {steps}; for no iteration use init itself")
+        state = LoopState(get_encoding(init))
+        result = body(state)
+        if not isinstance(result, SOp):
+            raise TypeError(
+                f"Loop: body must return an s-op (the next state), got {type(result).__name__}"
+            )
+        if result is state:
+            raise ValueError("Loop: body returns its state unchanged; the loop would compute init")
+        dependent = _reads(result, state)
+        if id(result) not in dependent:
+            raise ValueError(
+                f"Loop: body's result {result.label!r} does not read the state it is given; a "
+                "loop body must compute the next state from the current one (a body that "
+                "ignores it gives the same value every iteration: use the s-op itself)"
+            )
+        if get_encoding(result) is not get_encoding(init):
+            raise ValueError(
+                f"Loop: body's result {result.label!r} is {get_encoding(result).value} but init "
+                f"{init.label!r} is {get_encoding(init).value}; the state keeps one encoding, "
+                "annotate one of them"
+            )
+        self._set("body", body)
+        self._set("init", init)
+        self._set("steps", steps)
+        self._set("state", state)
+        self._set("next_state", result)
+        self._set("state_dependent", dependent)  # ids of the body's expressions that read the state
+        super().__init__()
+
+    def _default_annotations(self, label: str) -> dict[str, Any]:
+        return {"name": label, "encoding": get_encoding(self.init)}
+
+    def unrolled(self) -> SOp:
+        """The loop written out without a Loop: ``body`` called ``steps`` more times, on
+        ``init`` and then on each result (what a RASP user writes by hand; compiled, each
+        iteration gets layers of its own). Evaluates like the Loop."""
+        result: SOp = self.init
+        for _ in range(self.steps):
+            result = self.body(result)
+        return annotate(result, name=self.label)
+
+    @property
+    def children(self) -> tuple[RASPExpr, ...]:
+        return (self.init,)
 
 
 # ---------------------------------------------------------------------------------------------

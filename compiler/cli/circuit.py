@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-seq-len", type=int, metavar="N", help="longest input, BOS excluded")
     parser.add_argument("--ablation", default="zero", help="zero, mean, resample, or several joined by ',' (default zero)")
     parser.add_argument("--variant", default="a", help="a exact, b analytic, c GD, d distractors, e reparametrised; "
-                                                       "letters join with '+' (default a)")
+                                                       "letters join with '+'; b@0.6 / c@0.6 squeeze the projection to 0.6 of its "
+                                                       "smallest exact width (default a)")
     parser.add_argument("--inputs", type=int, default=64, metavar="N", help="sampled inputs (default 64)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the variant (default 0)")
     parser.add_argument("--unique-tokens", action="store_true", help="inputs without repeated tokens (sort_unique)")

@@ -18,7 +18,7 @@ from typing import Any
 
 from compiler.cli.args import ProgramError, UsageError, load_program, parse_input, parse_vocab
 from compiler.errors import CompilerError
-from compiler.examples import EXAMPLES
+from compiler.examples import CATALOGUE
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES
 
 PROG = "tracr-compile"
@@ -89,9 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _list_examples() -> str:
-    width = max(len(name) for name in EXAMPLES)
+    width = max(len(name) for name in CATALOGUE)
     lines = []
-    for name, example in EXAMPLES.items():
+    for name, example in CATALOGUE.items():
         vocab = ",".join(str(t) for t in example.vocab)
         lines.append(
             f"{name.ljust(width)}  {example.description}  "
@@ -121,8 +121,8 @@ def _check_sources(args: argparse.Namespace) -> None:
         ]
         if compile_flags:
             raise UsageError(f"{', '.join(compile_flags)} only apply when compiling, not with --load")
-    if args.example and args.example not in EXAMPLES:
-        raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(EXAMPLES)}")
+    if args.example and args.example not in CATALOGUE:
+        raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(CATALOGUE)}")
     if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
         raise UsageError(f"--plot {args.plot!r}: end the path with .png, .svg or .pdf (the picture format)")
     if not args.dpi > 0:
@@ -135,7 +135,7 @@ def _program(args: argparse.Namespace) -> tuple[Any, str | None, tuple[Hashable,
     """(s-op, source text, vocab, max_seq_len, default input) from a file or an example."""
     vocab = parse_vocab(args.vocab) if args.vocab is not None else None
     if args.example:
-        example = EXAMPLES[args.example]
+        example = CATALOGUE[args.example]
         max_seq_len = args.max_seq_len or example.max_seq_len
         program = example.build(max_seq_len)
         default_input = example.example_input if vocab is None else None

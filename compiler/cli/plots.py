@@ -88,10 +88,11 @@ def _outline(axes: Axes, mask: np.ndarray) -> None:
 def _empty_sublayers(model: CompiledModel) -> set[int]:
     """Stage indices (1 + sub-layer index) of sub-layers without a head or a hidden unit."""
     empty = set()
-    for index, layer in enumerate(model.config.layers):
+    for position, index in enumerate(model.config.layer_order):  # a tied block once per iteration
+        layer = model.config.layers[index]
         size = len(layer.heads) if isinstance(layer, AttentionSpec) else layer.w_in.shape[1]
         if not size:
-            empty.add(index + 1)
+            empty.add(position + 1)
     return empty
 
 
@@ -125,7 +126,7 @@ def plot_residuals(
     for ax, index in zip(axes, shown):
         values = stages[index]
         image = ax.imshow(values, cmap=CMAP, vmin=-limit, vmax=limit, aspect="equal", interpolation="nearest")
-        ax.set_title(result.residuals[index].name, fontsize=9)
+        ax.set_title(result.residuals[index].name.replace(" (", "\n(", 1), fontsize=9)  # a loop's iteration below
         ax.set_xticks(range(length), _token_text(tokens[:length]), fontsize=TICK_FONT, rotation=90)
         ax.set_yticks(range(len(labels)), labels, fontsize=TICK_FONT)
         if index:
@@ -172,23 +173,30 @@ def plot_attention(
 ) -> Figure:
     """The attention pattern (queries x keys) of every head for one input, one panel per head."""
     result = result if result is not None else model.apply(tokens)
-    heads = _attention_heads(model)
+    layers = model.config.layers
+    # `result.attention` has one entry per attention sub-layer run, with or without heads (a
+    # tied block's once per iteration); each head's title is its stage name, which says the
+    # tied layer and iteration in a compiled loop.
+    executed = [
+        (position, index) for position, index in enumerate(model.config.layer_order)
+        if isinstance(layers[index], AttentionSpec)
+    ]
+    heads = [
+        (entry, model.stage_names[position + 1].replace(" attn", f" head {head}", 1).replace(" (", "\n(", 1), head)
+        for entry, (position, index) in enumerate(executed)
+        for head in range(len(layers[index].heads))
+    ]
     if not heads:
         return _save(_empty(Figure(figsize=(4, 1.5)), "this model has no attention heads"), path, dpi)
-    layers = model.config.layers
-    # `result.attention` has one entry per attention sub-layer, with or without heads.
-    attention_index = {
-        index: sum(isinstance(layer, AttentionSpec) for layer in layers[:index]) for index, _ in heads
-    }
     text = _token_text(tokens)
     side = CELL * len(text) + _label_inches(text) + 0.4
     figure = Figure(figsize=(side * len(heads) + 1.0, side + 0.9), layout="constrained")
     axes = figure.subplots(1, len(heads), squeeze=False)[0]
     image = None
-    for ax, (sublayer, head) in zip(axes, heads):
-        pattern = result.attention[attention_index[sublayer]][head]
+    for ax, (entry, title, head) in zip(axes, heads):
+        pattern = result.attention[entry][head]
         image = ax.imshow(pattern, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
-        ax.set_title(_head_name(sublayer, head), fontsize=9)
+        ax.set_title(title, fontsize=9)
         ax.set_xticks(range(len(text)), text, fontsize=TICK_FONT, rotation=90)
         ax.set_yticks(range(len(text)), text, fontsize=TICK_FONT)
         ax.set_xlabel("key position", fontsize=8)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from compiler.model.compiled_model import ApplyResult, CompiledModel
-from compiler.model.config import AttentionSpec, MLPSpec
+from compiler.model.config import AttentionSpec, MLPSpec, ModelConfig
 from compiler.model.encoders import OutputsEncoder
 from compiler.cli.head_notes import head_notes
 from compiler.passes.optimize import applied
@@ -48,7 +48,13 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
     stored, nonzero = parameter_counts(model)
     return {
         "layers": config.num_layers,
-        "sublayers": [model.stage_names[i + 1] for i in range(len(config.layers))],
+        "sublayers": [_stored_name(config, index) for index in range(len(config.layers))],
+        # A compiled loop: the layers stored once and run `repeats` times (None: no tying).
+        "tied": None if config.tied is None else {
+            "layers": [config.tied.start // 2, config.tied.stop // 2 - 1],
+            "repeats": config.tied.repeats,
+            "executed_layers": config.num_executed_layers,
+        },
         "residual_width": config.residual_width,
         "heads": [len(layer.heads) for layer in config.layers if isinstance(layer, AttentionSpec)],
         "mlp_hidden": [layer.w_in.shape[1] for layer in config.layers if isinstance(layer, MLPSpec)],
@@ -75,6 +81,13 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
     }
 
 
+def _stored_name(config: ModelConfig, index: int) -> str:
+    """A stored sub-layer's name: `layer L attn|mlp`, marked `(tied)` inside a loop's block."""
+    kind = "attn" if isinstance(config.layers[index], AttentionSpec) else "mlp"
+    tied = config.tied is not None and config.tied.start <= index < config.tied.stop
+    return f"layer {index // 2} {kind}" + (" (tied)" if tied else "")
+
+
 def format_value(value: Any) -> str:
     """A decoded value for printing: floats to 6 significant digits, `None` as `None`."""
     if isinstance(value, float):
@@ -93,6 +106,14 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"output: {summary['output']}",
         f"residual labels: {', '.join(summary['labels'])}",
     ]
+    tied = summary.get("tied")
+    if tied:
+        first, last = tied["layers"]
+        span = f"layer {first}" if first == last else f"layers {first}-{last}"
+        lines.append(
+            f"tied: {span} stored once, run {tied['repeats']} times with shared weights "
+            f"(a compiled loop; {tied['executed_layers']} layers executed)"
+        )
     renamed = summary.get("renamed")
     if renamed:
         shown = ", ".join(f"{label} (your {name!r})" for label, name in renamed.items())

@@ -37,7 +37,12 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
     parser.add_argument("-n", "--programs", type=int, default=defaults.programs, help="number of programs")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--variants", type=parse_names, default=defaults.variants,
-                        help=f"comma-separated, from {','.join(VARIANTS)} (default: all)")
+                        help=f"comma-separated, from {','.join(VARIANTS)} (default: {','.join(defaults.variants)})")
+    parser.add_argument("--gd-steps", type=int, default=defaults.gd_steps,
+                        help="gradient-descent budget of the gd variant (default %(default)s)")
+    parser.add_argument("--measure-circuits", action="store_true",
+                        help="check every variant's circuit on its weights by patching (about 1 s more per record; "
+                             "reparametrised and gd records are always checked)")
     sampling = parser.add_argument_group("program sampling")
     sampling.add_argument("--operations", type=parse_names, default=defaults.operations,
                           help=f"statement kinds of random programs (default: {','.join(defaults.operations)})")
@@ -77,7 +82,8 @@ def run(argv: Sequence[str], parser_class: type[argparse.ArgumentParser]) -> int
             sizes=args.sizes, depths=args.depths, numerical=args.numerical, vocab_sizes=args.vocab_sizes,
             vocab_kind=args.vocab_kind, max_seq_lens=args.max_seq_lens, library_share=args.library_share,
             library=args.library, causal=args.causal, inputs=args.inputs, shard_size=args.shard_size,
-            timeout_s=args.timeout, memory_mb=args.memory_mb,
+            timeout_s=args.timeout, memory_mb=args.memory_mb, gd_steps=args.gd_steps,
+            measure_circuits=args.measure_circuits,
         )
     except ValueError as error:
         raise UsageError(str(error)) from None

@@ -2,7 +2,10 @@
 
 Program `i` uses generator seed `seed * 1_000_003 + i`, the vocabulary / length setting
 `i % len(settings)` and size `3 + (seed + i) % 13`, so any single program can be regenerated.
-Failures (MISMATCH, CRASH) are shrunk and written as pytest files into `--out`.
+Failures (MISMATCH, CRASH) are shrunk and written as pytest files into `--out`. With
+`--results FILE` the per-program results are saved atomically every few programs and a rerun
+resumes from them (`compiler.fuzzing.checkpoint`); `--redo TEXT` re-checks the stored programs
+whose outcome mentions TEXT (e.g. a refusal bucket after a fix).
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ import time
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
-from compiler.fuzzing import regression
+from tqdm import tqdm
+
+from compiler.errors import CompilerError
+from compiler.fuzzing import checkpoint, regression
 from compiler.fuzzing.differential import (
     CRASH, EXACT, FAILURES, MISMATCH, REFUSED, UNTESTED, Outcome, check_program, sample_inputs,
 )
@@ -37,6 +43,7 @@ SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (
 MODES = (False, True)  # causal
 WORKER_TASKS = 40  # programs per worker process before it is replaced
 PROGRAM_TIMEOUT = 900  # seconds to wait for the next result before giving up
+CHECKPOINT_EVERY = 50  # programs between two saves of the results file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,9 +122,12 @@ def _worker(args: tuple[Options, int]) -> ProgramResult:
     return run_one(*args)
 
 
-def run(options: Options, jobs: int = 1) -> Iterable[ProgramResult]:
-    """Results in program order, computed by `jobs` processes."""
-    tasks = [(options, i) for i in range(options.programs)]
+def run(options: Options, jobs: int = 1, indices: Sequence[int] | None = None) -> Iterable[ProgramResult]:
+    """Results in program order, computed by `jobs` processes.
+
+    `indices` selects the programs to check (default: all `options.programs`).
+    """
+    tasks = [(options, i) for i in (range(options.programs) if indices is None else indices)]
     if jobs <= 1:
         yield from map(_worker, tasks)
         return
@@ -126,7 +136,7 @@ def run(options: Options, jobs: int = 1) -> Iterable[ProgramResult]:
     context = multiprocessing.get_context("spawn")
     with context.Pool(jobs, maxtasksperchild=WORKER_TASKS) as pool:
         results = pool.imap(_worker, tasks, chunksize=1)
-        for index in range(len(tasks)):
+        for _, index in tasks:
             try:
                 yield results.next(timeout=PROGRAM_TIMEOUT)
             except multiprocessing.TimeoutError:
@@ -141,12 +151,18 @@ def _percent(count: int, total: int) -> str:
     return f"{count:6d} {100.0 * count / max(total, 1):6.2f}%"
 
 
-def summary(results: Sequence[ProgramResult], seconds: float) -> str:
-    """The summary table: classes per mode, refusal reasons, failures, throughput."""
+def summary(results: Sequence[ProgramResult], seconds: float, checked: int | None = None) -> str:
+    """The summary table: classes per mode, refusal reasons, failures, throughput.
+
+    `checked` is how many of `results` this invocation computed (the rest were resumed); the
+    throughput is over those.
+    """
     lines = []
     n = len(results)
+    checked = n if checked is None else checked
     sizes = [r.size for r in results]
-    lines.append(f"programs: {n}  ({n / max(seconds, 1e-9):.1f} programs/s, {seconds:.0f} s); "
+    resumed = f", {n - checked} resumed" if checked != n else ""
+    lines.append(f"programs: {n}  ({checked / max(seconds, 1e-9):.1f} programs/s checked, {seconds:.0f} s{resumed}); "
                  f"size min/mean/max {min(sizes, default=0)}/{sum(sizes) / max(n, 1):.1f}/{max(sizes, default=0)}")
     for m, causal in enumerate(MODES):
         outs = [r.outcomes[m] for r in results]
@@ -182,7 +198,9 @@ def parse_settings(texts: Sequence[str]) -> tuple[tuple[tuple[Hashable, ...], in
     return tuple(settings)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | None = None) -> int:
+    """The command line (`--help`); `write_text(path, text)` must replace a file atomically and
+    is needed for `--results` (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", "--programs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
@@ -194,23 +212,44 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="where shrunk failing tests go")
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--settings", nargs="*", help='vocab:max_seq_len settings, e.g. "1,2,3:4" "a,b:5"')
-    parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--results", type=Path,
+                        help="JSON file of per-program results, saved atomically as the run goes; "
+                             "an existing one (same settings) is resumed")
+    parser.add_argument("--redo", action="append", default=[], metavar="TEXT",
+                        help="with --results: check again the stored programs whose status or "
+                             "refusal reason contains TEXT (repeatable)")
     args = parser.parse_args(argv)
     options = Options(
         programs=args.programs, seed=args.seed, inputs=args.inputs, jax_every=args.jax_every,
         out=args.out, shrink=not args.no_shrink,
         settings=parse_settings(args.settings) if args.settings else SETTINGS,
     )
+    if args.results and write_text is None:
+        print("error: --results needs an atomic file writer; run benchmarks/fuzz.py", file=sys.stderr)
+        return 2
+    try:
+        stored = checkpoint.load(args.results, options, ProgramResult, args.redo) if args.results else {}
+    except CompilerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    stored = {i: r for i, r in stored.items() if i < options.programs}
+    todo = [i for i in range(options.programs) if i not in stored]
+    if stored:
+        print(f"resuming {args.results}: {len(stored)} programs stored, {len(todo)} to check", flush=True)
     started = time.perf_counter()
-    results = []
-    for result in run(options, args.jobs):
-        results.append(result)
+    results = dict(stored)
+    bar = tqdm(total=len(todo), unit="program", desc="fuzz", disable=args.quiet, file=sys.stderr, mininterval=5)
+    for done, result in enumerate(run(options, args.jobs, todo), start=1):
+        results[result.index] = result
+        bar.update()
         for outcome in result.outcomes:
             if outcome.status in FAILURES:
-                print(f"program {result.index}: {outcome.status} {outcome.reason}", flush=True)
-        if not args.quiet and len(results) % 100 == 0:
-            rate = len(results) / (time.perf_counter() - started)
-            print(f"... {len(results)}/{options.programs} programs ({rate:.1f}/s)", file=sys.stderr, flush=True)
-    print(summary(results, time.perf_counter() - started))
-    failed = any(o.status in FAILURES for r in results for o in r.outcomes)
+                bar.write(f"program {result.index}: {outcome.status} {outcome.reason}")
+        if args.results and (done % CHECKPOINT_EVERY == 0 or done == len(todo)):
+            checkpoint.save(args.results, options, results.values(), write_text)
+    bar.close()
+    ordered = [results[i] for i in sorted(results)]
+    print(summary(ordered, time.perf_counter() - started, checked=len(todo)))
+    failed = any(o.status in FAILURES for r in ordered for o in r.outcomes)
     return 1 if failed else 0

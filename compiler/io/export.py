@@ -53,6 +53,7 @@ import numpy as np
 from compiler.io.export_info import ExportError, ExportInfo
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec
+from compiler.model.tying import untied
 from compiler.model.weights import (
     head_weights,
     mlp_weights,
@@ -194,6 +195,7 @@ def export_weights(
     Raises:
         ExportError: an MLP's activation is not ReLU, or `projection` is not `[D, d]`.
     """
+    model = untied(model)  # a compiled loop's tied block: one TransformerLens block per iteration
     config = model.config
     width = config.residual_width
     n_heads, d_head, d_mlp = _sizes(model)

@@ -8,6 +8,7 @@ refused with a `ModelFileError` at save time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import numbers
 from collections.abc import Hashable
@@ -17,7 +18,7 @@ import numpy as np
 
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.errors import ModelFileError
-from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear, TiedBlock
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 
 
@@ -152,8 +153,16 @@ def _layer_from_json(data: dict) -> LayerSpec:
     raise ValueError(f"unknown layer kind {data['kind']!r}")
 
 
+def _tied_from_json(data: Any) -> TiedBlock | None:
+    if data is None:
+        return None
+    return TiedBlock(_typed(data["start"], int), _typed(data["stop"], int), _typed(data["repeats"], int))
+
+
 def config_to_json(config: ModelConfig) -> dict:
+    tied = {} if config.tied is None else {"tied": dataclasses.asdict(config.tied)}  # untied files unchanged
     return {
+        **tied,
         "residual_labels": list(config.residual_labels),
         "layers": [_layer_to_json(layer) for layer in config.layers],
         "token_embed": sparse_to_json(config.token_embed),
@@ -181,6 +190,7 @@ def config_from_json(data: dict) -> ModelConfig:
         causal=_typed(data["causal"], bool),
         numerical_output=_typed(data["numerical_output"], bool),
         backend=None if data.get("backend") is None else _typed(data["backend"], str),
+        tied=_tied_from_json(data.get("tied")),
     )
 
 

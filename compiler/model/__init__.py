@@ -10,6 +10,7 @@ Modules in reading order:
 * ``from_craft`` — the one way from a ``compiler.passes.layout.CraftModel`` to a Haiku model.
 * ``encoders`` — token <-> id and output decoding.
 * ``compiled_model`` — ``CompiledModel``, what ``compile_rasp`` returns.
+* ``tying`` — ``untied``: a compiled loop's model with its tied block written out per iteration.
 * ``jit_cache`` — ``enable_compilation_cache``: JAX's persistent compilation cache, opt-in.
 * ``weights`` — reading a model's weights as matrices over the residual stream (the only place
   outside ``transformer`` that knows the Haiku parameter names).

@@ -90,9 +90,14 @@ class CompiledModel:
     def stage_names(self) -> tuple[str, ...]:
         """Names of the residual snapshots: the embedding, then every sub-layer."""
         names = ["embed"]
-        for index, layer in enumerate(self.config.layers):
-            kind = "attn" if isinstance(layer, AttentionSpec) else "mlp"
-            names.append(f"layer {index // 2} {kind}")
+        tied = self.config.tied
+        for position, index in enumerate(self.config.layer_order):
+            kind = "attn" if isinstance(self.config.layers[index], AttentionSpec) else "mlp"
+            name = f"layer {position // 2} {kind}"
+            if tied is not None and tied.start <= index < tied.stop:  # a loop iteration
+                iteration = (position - tied.start) // (tied.stop - tied.start) + 1
+                name += f" (tied layer {index // 2}, iteration {iteration})"
+            names.append(name)
         return tuple(names)
 
     def with_config(self, config: ModelConfig) -> CompiledModel:

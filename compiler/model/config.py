@@ -304,6 +304,22 @@ LayerSpec = AttentionSpec | MLPSpec
 
 
 @dataclasses.dataclass(frozen=True)
+class TiedBlock:
+    """Sub-layers `start .. stop - 1` of `ModelConfig.layers`, run `repeats` times in a row with
+    the same weights (a compiled `rasp.Loop`: one copy of the block is stored)."""
+
+    start: int
+    stop: int
+    repeats: int
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.start < self.stop and self.start % 2 == 0 and self.stop % 2 == 0 and self.repeats >= 1):
+            raise ValueError(
+                f"a tied block spans whole layers (even start < even stop) and runs at least once, got {self}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Everything but the weights' values: shapes, sparsity patterns, labels, flags."""
 
@@ -320,6 +336,22 @@ class ModelConfig:
     # The backend (`jax.default_backend()`: "cpu", "gpu", "tpu") the weights' forms were chosen
     # for; `None` when no form was chosen (older files, hand-built configs).
     backend: str | None = None
+    # Sub-layers that run several times with shared weights (a compiled loop), else None.
+    tied: TiedBlock | None = None
+
+    @property
+    def layer_order(self) -> tuple[int, ...]:
+        """The indices into `layers` in the order the forward pass runs them (a tied block's
+        sub-layers once per repeat)."""
+        if self.tied is None:
+            return tuple(range(len(self.layers)))
+        start, stop = self.tied.start, self.tied.stop
+        return (*range(start), *(tuple(range(start, stop)) * self.tied.repeats), *range(stop, len(self.layers)))
+
+    @property
+    def num_executed_layers(self) -> int:
+        """Transformer layers the forward pass runs (a tied block counted once per repeat)."""
+        return (len(self.layer_order) + 1) // 2
 
     def linears(self) -> dict[tuple[str, str], SparseLinear]:
         """Every weight's spec under its parameter key `(module, name)`, in model order."""

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from compiler.model.forms import choose_forms
+from compiler.model.config import TiedBlock
 from compiler.model.transformer import ModelConfig, ModelOutput, build
 from compiler.passes.assemble import assemble
 from compiler.passes.layout import CraftModel, Embeddings
@@ -70,7 +71,12 @@ def _table(residual: VectorSpaceWithBasis, rows: Sequence[VectorInBasis | None],
 
 
 def model_from_craft(
-    craft: CraftModel, *, sparse_qk: bool = True, backend: str | None = None, reuse_residual: bool = False
+    craft: CraftModel,
+    *,
+    sparse_qk: bool = True,
+    backend: str | None = None,
+    tied: TiedBlock | None = None,
+    reuse_residual: bool = False,
 ) -> HaikuModel:
     """Assemble `craft`'s blocks and tables into weights and build the Haiku model.
 
@@ -80,11 +86,16 @@ def model_from_craft(
         `I, W_QKᵀ`.
       backend: the backend whose costs choose each weight's form (`compiler.model.forms`);
         default `jax.default_backend()`.
+      tied: sub-layers of `craft` the forward pass repeats with the same weights (a compiled
+        loop, `compiler.passes.loops`); None runs every sub-layer once.
       reuse_residual: let values written later take the residual slots of values no longer
         read (`compiler.passes.reuse`): a narrower stream, several owners per slot.
 
     Returns:
       The config, the Haiku params and `forward(params, ids, projection=None)`.
+
+    Raises:
+      ValueError: `reuse_residual` together with `tied`.
     """
     config, weights = assemble(
         craft.residual,
@@ -96,9 +107,11 @@ def model_from_craft(
         numerical_output=craft.numerical_output,
         sparse_qk=sparse_qk,
     )
+    if reuse_residual and tied is not None:
+        raise ValueError("reuse_residual cannot be combined with a tied block: its slots would change owner between repeats")
     reuse = None
     if reuse_residual:
         config, weights, reuse = reuse_directions(config, weights)
-    config = choose_forms(config, weights, backend or jax.default_backend())
+    config = choose_forms(dataclasses.replace(config, tied=tied), weights, backend or jax.default_backend())
     params, forward, _ = build(config, weights)
     return HaikuModel(config=config, params=params, forward=forward, reuse=reuse)

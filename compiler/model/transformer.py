@@ -201,12 +201,17 @@ class ModelOutput(NamedTuple):
     (the differences of consecutive `residuals` are then the same arrays). Compression compares
     these with the compiled model's: they equal them whenever every read of the compressed model
     is right, whatever `W Wᵀ` is.
+    `hidden`: per ReLU MLP sub-layer, the pre-activations of the hidden units its output reads
+    (`[batch, T, units]`; units whose output row is zero are left out), also only when a
+    projection is given: a thresholded lookup reads right when each of them keeps its compiled
+    sign, which compression's exactness objective asks for with a margin.
     """
 
     output: jax.Array
     residuals: tuple[jax.Array, ...]
     attention: tuple[jax.Array, ...]
     written: tuple[jax.Array, ...] = ()
+    hidden: tuple[jax.Array, ...] = ()
 
 
 def _param(name: str, value: np.ndarray) -> jax.Array:
@@ -263,49 +268,103 @@ class CompiledTransformer(hk.Module):
         residuals = [read(stream)]
         attention = []
         written = []
+        hidden_pre = []
 
         key_ok = ids != config.pad_id  # [batch, T]
         mask = key_ok[..., None, :]
         if config.causal:
             mask = mask & jnp.tril(jnp.ones((length, length), dtype=bool))
-        for index, layer in enumerate(config.layers):
-            x = read(stream)
-            module = f"layer_{index}"
-            # Without a projection each sub-layer adds straight into (a copy of) the stream: no
-            # `[batch, T, D]` delta of zeros per sub-layer, which dominated wide models.
-            base = jnp.zeros_like(x) if projection is not None else stream
-            if isinstance(layer, AttentionSpec):
-                delta, pattern = self._attention(module, layer, x, mask, base)
-                attention.append(pattern)
-            else:
-                hidden = apply_linear(layer.w_in, self._get(module, "w_in"), x)
-                delta = add_linear(base, layer.w_out, self._get(module, "w_out"), activate(layer.activation, hidden))
-            if projection is not None:
-                written.append(delta)
-                stream = stream + write(delta)
-            else:
-                stream = delta
-            residuals.append(read(stream))
+
+        def run(indices: range, stream: jax.Array, get: Callable[[str, str], jax.Array]) -> tuple:
+            """Sub-layers `indices` in order: the stream after them, and per sub-layer the
+            residual, the attention pattern (attention only), the written delta and the ReLU
+            pre-activations read by the output (MLP only; both last only with a projection)."""
+            residuals, attention, written, hidden_pre = [], [], [], []
+            for index in indices:
+                layer = config.layers[index]
+                x = read(stream)
+                module = f"layer_{index}"
+                # Without a projection each sub-layer adds straight into (a copy of) the stream:
+                # no `[batch, T, D]` delta of zeros per sub-layer, which dominated wide models.
+                base = jnp.zeros_like(x) if projection is not None else stream
+                if isinstance(layer, AttentionSpec):
+                    delta, pattern = self._attention(module, layer, x, mask, width, get, base)
+                    attention.append(pattern)
+                else:
+                    hidden = apply_linear(layer.w_in, get(module, "w_in"), x)
+                    if projection is not None and layer.activation == "relu":
+                        hidden_pre.append(jnp.take(hidden, self._output_rows(module, layer.w_out), axis=-1))
+                    delta = add_linear(base, layer.w_out, get(module, "w_out"), activate(layer.activation, hidden))
+                if projection is not None:
+                    written.append(delta)
+                    stream = stream + write(delta)
+                else:
+                    stream = delta
+                residuals.append(read(stream))
+            return stream, residuals, attention, written, hidden_pre
+
+        count = len(config.layers)
+        tied = config.tied
+        segments = [range(count)] if tied is None else [range(tied.start), range(tied.stop, count)]
+        stream, *records = run(segments[0], stream, self._get)
+        if tied is not None:
+            # The tied block runs `repeats` times in one `lax.scan` (traced and compiled once);
+            # its parameters are fetched before, since Haiku parameters cannot be read inside.
+            block = range(tied.start, tied.stop)
+            modules = {f"layer_{index}" for index in block}
+            fetched = {key: self._get(*key) for key in config.linears() if key[0] in modules}
+
+            def iteration(carry: jax.Array, _: None) -> tuple[jax.Array, tuple]:
+                carry, *per_layer = run(block, carry, lambda module, name: fetched[(module, name)])
+                return carry, tuple(tuple(items) for items in per_layer)
+
+            stream, stacked = jax.lax.scan(iteration, stream, None, length=tied.repeats)
+            for record, items in zip(records, stacked):
+                record.extend(item[repeat] for repeat in range(tied.repeats) for item in items)
+            stream, *after = run(segments[1], stream, self._get)
+            for record, items in zip(records, after):
+                record.extend(items)
+        residuals += records[0]
+        attention += records[1]
+        written += records[2]
+        hidden_pre += records[3]
 
         logits = apply_linear(config.unembed, self._get("unembed", "w_u"), read(stream))
         output = logits[..., 0] if config.numerical_output else logits
-        return ModelOutput(output, tuple(residuals), tuple(attention), tuple(written))
+        return ModelOutput(output, tuple(residuals), tuple(attention), tuple(written), tuple(hidden_pre))
+
+    def _output_rows(self, module: str, w_out: SparseLinear) -> np.ndarray:
+        """The hidden units with a non-zero row in `w_out` (from its sparsity pattern, or from the
+        dense weight's values, which are known when the model is traced)."""
+        if w_out.is_sparse:
+            rows = w_out.pattern[0]
+        else:
+            rows = np.nonzero(np.any(np.asarray(self.weights[module]["w_out"]) != 0, axis=1))[0]
+        return np.unique(rows).astype(np.int32)
 
     def _attention(
-        self, module: str, layer: AttentionSpec, x: jax.Array, mask: jax.Array, base: jax.Array
+        self,
+        module: str,
+        layer: AttentionSpec,
+        x: jax.Array,
+        mask: jax.Array,
+        width: int,
+        get: Callable[[str, str], jax.Array],
+        base: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
-        """`(base + what the heads write, the patterns)`."""
-        delta = base
+        """`(base + what the heads write, the patterns)`: the heads' sum in `width` output
+        coordinates, added into `base` (zeros when None) without a separate zero array."""
+        delta = jnp.zeros(x.shape[:-1] + (width,), x.dtype) if base is None else base
         patterns = []
         for h, head in enumerate(layer.heads):
-            q = apply_linear(head.w_q, self._get(module, f"head_{h}_q"), x)
-            k = apply_linear(head.w_k, self._get(module, f"head_{h}_k"), x)
-            v = apply_linear(head.w_v, self._get(module, f"head_{h}_v"), x)
+            q = apply_linear(head.w_q, get(module, f"head_{h}_q"), x)
+            k = apply_linear(head.w_k, get(module, f"head_{h}_k"), x)
+            v = apply_linear(head.w_v, get(module, f"head_{h}_v"), x)
             logits = jnp.einsum("...tr,...sr->...ts", q, k, precision=PRECISION)
             logits = jnp.where(mask, logits, MASKED_LOGIT)
             pattern = jax.nn.softmax(logits, axis=-1)
             mixed = jnp.einsum("...ts,...sr->...tr", pattern, v, precision=PRECISION)
-            delta = add_linear(delta, head.w_o, self._get(module, f"head_{h}_o"), mixed)
+            delta = add_linear(delta, head.w_o, get(module, f"head_{h}_o"), mixed)
             patterns.append(pattern)
         if not patterns:
             batch_shape = x.shape[:-2]

@@ -14,6 +14,8 @@
    not fit (``max_weight_bytes``) before anything is built; ``lower``: Craft blocks per s-op.
 7. ``allocate``: place blocks on sub-layers (longest path or an exact MILP).
 8. ``layout``: lay out the residual stream and build the embeddings: a ``CraftModel``.
+``loops`` replaces steps 2-7 for a ``rasp.Loop``: the loop as a program over its state, the
+   state's values as a fixed point, the body placed as one tied block ending in its commit MLP.
 9. ``assemble``: turn a ``CraftModel``'s blocks into weight records (``qk_factor`` factors large
    query-key blocks); called by ``compiler.model.from_craft``.
 

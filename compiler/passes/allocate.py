@@ -39,10 +39,16 @@ def _next(after: int, parity: int) -> int:
     return index if index % 2 == parity else index + 1
 
 
-def longest_path(graph: nx.DiGraph) -> dict[str, int]:
-    """ASAP schedule: each node in the first sub-layer of its kind after all of its inputs."""
-    ready: dict[str, int] = {}
+def longest_path(graph: nx.DiGraph, ready: dict[str, int] | None = None) -> dict[str, int]:
+    """ASAP schedule: each node in the first sub-layer of its kind after all of its inputs.
+
+    `ready` gives some nodes their sub-layer beforehand (a loop body starts after the layers
+    before the loop, `compiler.passes.loops`); they are kept as given.
+    """
+    ready = dict(ready or {})
     for label in g.sop_nodes(graph):
+        if label in ready:
+            continue
         kind = graph.nodes[label][nodes.KIND]
         if kind.embedded:
             ready[label] = -1

@@ -169,8 +169,10 @@ def assemble(
     weights["embed"] = {"token": token_param, "position": pos_param}
     out_idx = _indices(residual, output_space.basis)
     weights["unembed"] = {}
+    # The identity over the output directions, built sparse: a dense eye is |outputs|² floats
+    # (1 GiB for 16,000 output values) for a weight stored as |outputs| entries.
     unembed_spec, weights["unembed"]["w_u"] = SparseLinear.from_matrix(
-        np.eye(len(out_idx), dtype=np.float32), in_idx=out_idx
+        sparse.eye_array(len(out_idx), dtype=np.float32, format="csr"), in_idx=out_idx
     )
     config = ModelConfig(
         residual_labels=tuple(str(d) for d in residual.basis),

@@ -87,6 +87,11 @@ def expression_kind(expr: rasp.RASPExpr) -> NodeKind:
     for cls, kind in _EXPRESSION_KINDS:
         if isinstance(expr, cls):
             return kind
+    if isinstance(expr, (rasp.Loop, rasp.LoopState)):
+        raise UnsupportedProgramError(
+            [f"{expr.label}: a Loop compiles only as the whole program (compile_rasp(loop, ...)); "
+             "move what reads the loop's result into its body, or unroll the loop in Python"]
+        )
     raise UnsupportedProgramError(
         [f"{expr.label}: expression type {type(expr).__name__} is not supported by the compiler"]
     )

@@ -9,8 +9,14 @@ program before `compiler.passes.discretise` (which gives numerical pack inputs o
 and costs one MLP sub-layer per packing step before the head.
 
 A `Select` never selects a pair with a `None` side, but a packed tuple is `None` as soon as one
-of its parts is, which would hide the other operand of an `or`. So validation refuses the
-rewrite when a packed s-op can be `None` (`nullable_packs`), naming it.
+of its parts is, which would hide the other operand of an `or`. So a part that can be `None`
+(known after value inference: `fill_absent`, run by `compiler.passes.readout.trace_values`) is
+first replaced by `defined_or_absent(part)`: a categorical Aggregate that copies the part
+at each position where it is defined and gives the value `ABSENT` elsewhere, through the
+selector `Select(part, indices, TRUE) & Select(indices, indices, EQ)` (a key whose part is
+None is never selected, so the query gets the default). `JointPredicate` treats `ABSENT` like
+`None`. This costs one attention sub-layer and one head per such part, is exact like any
+categorical head with a default, and reads only the query's own position (causal too).
 """
 
 from __future__ import annotations
@@ -18,13 +24,27 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import networkx as nx
+
 from compiler.errors import UnsupportedProgramError
-from compiler.passes import selectors
+from compiler.passes import nodes, selectors
 from compiler.passes.discretise import rebuild, walk
 from rasp import rasp
 
 KEYS_SUFFIX = "_joint_keys"
 QUERIES_SUFFIX = "_joint_queries"
+
+
+@dataclasses.dataclass(frozen=True)
+class Absent:
+    """The value of `defined_or_absent(x)` where `x` is None (unequal to every user value)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = Absent()
+ABSENT_SUFFIX = "_or_absent"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +83,7 @@ def _holds(tree: tuple, key: Any, query: Any) -> bool:
     op = tree[0]
     if op == "select":
         k, q = _slot(key, tree[1]), _slot(query, tree[2])
-        return k is not None and q is not None and bool(tree[3](k, q))
+        return k is not None and q is not None and not isinstance(k, Absent) and not isinstance(q, Absent) and bool(tree[3](k, q))
     if op == "not":
         return not _holds(tree[1], key, query)
     if op == "and":
@@ -143,6 +163,61 @@ def join_selectors(program: rasp.SOp) -> rasp.SOp:
         if isinstance(now, rasp.Selector) and not isinstance(now, rasp.Select) and _needs_joint(now):
             replaced[id(expr)] = _joint(now)
     return current(program)
+
+
+def defined_or_absent(sop: rasp.SOp) -> rasp.SOp:
+    """`sop` where it is not None, `ABSENT` where it is (module docstring): never None."""
+    defined = rasp.Select(sop, rasp.indices, rasp.Comparison.TRUE).named(sop.label + "_defined")
+    itself = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named(sop.label + "_itself")
+    copy = rasp.Aggregate(defined & itself, sop, default=ABSENT)
+    return rasp.categorical(copy).named(sop.label + ABSENT_SUFFIX)
+
+
+def fill_absent(program: rasp.SOp, graph: nx.DiGraph) -> rasp.SOp:
+    """`program` whose packing steps read `defined_or_absent(part)` instead of each part that
+    can be None (and a joint lookup with a `not`, its unpacked side that can be None: `_negates`);
+    `program` itself when there is none. `graph` is its traced graph with values."""
+    if not isinstance(program, rasp.RASPExpr):
+        return program
+    order = walk(program)
+    nullable = {
+        id(part)
+        for expr in order
+        if is_pack(expr) or (isinstance(expr, rasp.Select) and _negates(expr.predicate))
+        for part in expr.children
+        if not is_pack(part) and graph.nodes[part.label][nodes.NULLABLE]
+    }
+    if not nullable:
+        return program
+    replaced: dict[int, rasp.RASPExpr] = {}
+    filled: dict[int, rasp.SOp] = {}
+
+    def current(expr: rasp.RASPExpr) -> rasp.RASPExpr:
+        return replaced.get(id(expr), expr)
+
+    def part(expr: rasp.RASPExpr) -> rasp.RASPExpr:
+        if id(expr) not in nullable:
+            return current(expr)
+        if id(expr) not in filled:
+            filled[id(expr)] = defined_or_absent(current(expr))
+        return filled[id(expr)]
+
+    for expr in order:
+        if is_pack(expr) or (isinstance(expr, rasp.Select) and _negates(expr.predicate)):
+            replaced[id(expr)] = rebuild(expr, part)
+        elif any(id(child) in replaced for child in expr.children):
+            replaced[id(expr)] = rebuild(expr, current)
+    return current(program)
+
+
+def _negates(predicate: Any) -> bool:
+    """Whether a joint lookup's tree has a `not`: only then can it hold where a side that was
+    not packed (the single key or query s-op) is None, which a `Select` would never select, so
+    that side is read as `defined_or_absent` too."""
+    def has_not(tree: tuple) -> bool:
+        return tree[0] == "not" or (tree[0] != "select" and any(has_not(t) for t in tree[1:]))
+
+    return isinstance(predicate, JointPredicate) and has_not(predicate.tree)
 
 
 def is_pack(expr: rasp.RASPExpr) -> bool:

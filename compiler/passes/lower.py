@@ -17,7 +17,7 @@ import numpy as np
 from compiler.errors import CompilerError
 from compiler.passes import graph as g
 from compiler.passes import nodes, selectors, sums
-from compiler.passes.numerical_maps import Diagonal, fit_numerical_map
+from compiler.passes.numerical_maps import Diagonal, fit_none_flag, fit_numerical_map
 from compiler.passes.optimize import fold_maps
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
@@ -168,6 +168,22 @@ def _none_results(fn, inputs: tuple[str, ...]):
     return lambda x, y: 1.0 if fn(x, y) is None else None
 
 
+def _gated(
+    graph: nx.DiGraph, mlp: MLP, inputs: tuple[str, ...], flags: list[BasisDirection], options: LoweringOptions
+) -> MLP:
+    """`mlp` silenced where one of its inputs' none `flags` is set (`craft.chamber.definedness`)."""
+    if options.bos in mlp.input_space:
+        return definedness.gate_like_bos(mlp, options.bos, flags)
+    if not flags:
+        return mlp
+    magnitude = {
+        BasisDirection(i): max((abs(float(v)) for v in graph.nodes[i][nodes.VALUE_SET]), default=0.0)
+        for i in inputs
+        if g.is_numerical(graph, i)
+    }
+    return definedness.gate_by_bound(mlp, flags, magnitude)
+
+
 def _with_none(graph: nx.DiGraph, label: str, mlp: MLP, options: LoweringOptions) -> MLP:
     """An elementwise node's MLP, carrying None (`craft.chamber.definedness`).
 
@@ -178,15 +194,7 @@ def _with_none(graph: nx.DiGraph, label: str, mlp: MLP, options: LoweringOptions
     fn, inputs = g.operation(graph, label)
     inputs = tuple(dict.fromkeys(inputs))
     flags = [g.none_direction(i) for i in inputs if g.has_none_flag(graph, i)]
-    if options.bos in mlp.input_space:
-        mlp = definedness.gate_like_bos(mlp, options.bos, flags)
-    elif flags:
-        magnitude = {
-            BasisDirection(i): max((abs(float(v)) for v in graph.nodes[i][nodes.VALUE_SET]), default=0.0)
-            for i in inputs
-            if g.is_numerical(graph, i)
-        }
-        mlp = definedness.gate_by_bound(mlp, flags, magnitude)
+    mlp = _gated(graph, mlp, inputs, flags, options)
     if not g.has_none_flag(graph, label):
         return mlp
     parts = [mlp]
@@ -212,6 +220,10 @@ def _with_none(graph: nx.DiGraph, label: str, mlp: MLP, options: LoweringOptions
             )
         if np.any(to_dense(table.second.matrix)):  # f returns None somewhere
             parts.append(table)
+    else:  # a numerical Map: its measured flag MLP where f returns None, gated like its value MLP
+        fit = fit_none_flag(graph, label, options.mlp_exactness, options.bos)
+        if fit is not None:
+            parts.append(_gated(graph, fit.mlp, inputs, flags, options))
     return MLP.combine_in_parallel(parts) if len(parts) > 1 else mlp
 
 

@@ -39,3 +39,4 @@ USES_LENGTH = "uses_length"  # the program reads rasp.length
 NUMERICAL_FITS = "numerical_fits"  # {label: NumericalMapFit} measured by validation, reused by lowering
 CAUSAL_NOTES = "causal_notes"  # selectors whose result the causal mask can change
 APPLIED = "optimizations"  # one line per optimisation applied, for summaries
+LOOP = "loop"  # a compiled rasp.Loop's record (`compiler.compiling_loops.LoopRecord`)

@@ -19,6 +19,7 @@ import networkx as nx
 
 from compiler.passes import graph as g
 from compiler.passes import nodes
+from compiler.passes.joint_selectors import fill_absent
 from compiler.passes.outputs import Outputs, programs_of
 from compiler.passes.values import infer_values
 from rasp import rasp
@@ -48,10 +49,16 @@ def none_readouts(program: rasp.RASPExpr, graph: nx.DiGraph) -> rasp.RASPExpr:
 
 
 def trace_values(program: rasp.RASPExpr, vocab: Iterable[Any], max_seq_len: int) -> nx.DiGraph:
-    """`g.trace` and `infer_values` of `program`, after `none_readouts`."""
+    """`g.trace` and `infer_values` of `program`, after `joint_selectors.fill_absent` and
+    `none_readouts` (each needs the inferred values, so a rewrite is traced and inferred again)."""
     vocab = tuple(vocab)
     graph = g.trace(program)
     infer_values(graph, vocab, max_seq_len)
+    filled = fill_absent(program, graph)
+    if filled is not program:
+        program = filled
+        graph = g.trace(program)
+        infer_values(graph, vocab, max_seq_len)
     readout = none_readouts(program, graph)
     if readout is program:
         return graph

@@ -11,7 +11,8 @@ What is counted, in bytes, is what the passes hold:
 
 | part | size |
 |---|---|
-| embeddings (`compiler.passes.layout`) | dense float32 `(vocab + 2 + N + 1 + |output|) x D` |
+| embeddings (`compiler.passes.layout`) | dense float32 `(vocab + 2 + N + 1) x D` |
+| unembedding (an identity on the output directions, built sparse) | 12 bytes per output direction |
 | a block of at most `craft.maps.SPARSE_ABOVE` entries | dense float64, all its entries |
 | a larger block (built sparse by the chamber) | 12 bytes per stored non-zero (value and index), bounded by `compiler.passes.validate.block_cost` |
 | SelectorWidth's decoder MLP (always dense) | float64 `(2 N + 2) x (|out| + 1)` |
@@ -158,7 +159,7 @@ def estimate_weight_bytes(graph: nx.DiGraph, vocab_size: int, max_seq_len: int) 
         if size:
             per_sop[label] = size
     outputs = sum(_dims(graph, sink) for sink in graph.graph.get(nodes.SINKS, (graph.graph[nodes.SINK],)))
-    embedding = (vocab_size + 2 + max_seq_len + 1 + outputs) * width * EMBEDDING_BYTES
+    embedding = (vocab_size + 2 + max_seq_len + 1) * width * EMBEDDING_BYTES + outputs * SPARSE_BYTES
     return SizeEstimate(per_sop=per_sop, embedding=embedding, residual_width=width)
 
 

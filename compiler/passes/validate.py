@@ -21,7 +21,7 @@ from compiler.passes import graph as g
 from compiler.passes import nodes, selectors
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
-from compiler.passes.numerical_maps import fit_numerical_map, numerical_map_operation
+from compiler.passes.numerical_maps import fit_none_flag, fit_numerical_map, numerical_map_operation
 from compiler.passes.optimize import fold_maps, optimize_graph, selected_passes
 from compiler.passes import joint_selectors
 from compiler.passes.joint_selectors import join_selectors
@@ -178,18 +178,18 @@ def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[
         if operation is None:
             continue
         try:
-            if any(operation[0](x) is None for x in fused.nodes[operation[1]][nodes.VALUE_SET]):
-                continue  # a function returning None is reported by the Map checks
-        except Exception:  # noqa: BLE001 - reported by value inference
-            continue
-        try:
             fit = fit_numerical_map(fused, label, 100.0, bos)
+            flag_fit = fit_none_flag(fused, label, 100.0, bos)
         except (TypeError, ValueError):
             continue  # non-numeric values: reported by other checks
+        except Exception:  # noqa: BLE001 - the function raised: reported by value inference
+            continue
         if fit is None:
             continue
         fits[label] = fit
-        if fit.error <= NUMERICAL_MAP_TOLERANCE:
+        if flag_fit is not None and flag_fit.error > NUMERICAL_MAP_TOLERANCE:
+            fit = flag_fit  # where f gives None is what the MLP cannot resolve
+        elif fit.error <= NUMERICAL_MAP_TOLERANCE:
             continue
         inner = operation[1]
         count = len(fused.nodes[inner][nodes.VALUE_SET])
@@ -324,27 +324,14 @@ def _nullable(graph: nx.DiGraph, label: str) -> bool:
     return bool(graph.nodes[label][nodes.NULLABLE])
 
 
-def _returns_none(graph: nx.DiGraph, expr: rasp.Map) -> bool:
-    """Whether the Map's function returns None on a (non-None) value its input takes."""
-    try:
-        return any(expr.f(x) is None for x in graph.nodes[expr.inner.label][nodes.VALUE_SET])
-    except Exception:  # noqa: BLE001 - value inference already called f on every value
-        return True
-
-
 def _check_map(graph: nx.DiGraph, expr: rasp.Map) -> list[str]:
     # A numerical Map that can be None carries a none flag (`craft.chamber.definedness`): an
-    # input None silences its MLP and sets the flag; a lookup table (categorical input) also sets
-    # it where the function returns None. A discretising MLP (numerical input) cannot.
+    # input None silences its MLP and sets the flag; where the function returns None, a lookup
+    # table (categorical input) or a measured flag MLP (numerical input,
+    # `compiler.passes.numerical_maps.fit_none_flag`) sets it.
     problems = []
     numerical_in = _encoding(graph, expr.inner.label) == "numerical"
-    if rasp.is_numerical(expr) and numerical_in and _nullable(graph, expr.label) and _returns_none(graph, expr):
-        problems.append(
-            f"{expr.label}: numerical Map of the numerical s-op {expr.inner.label} whose function "
-            "returns None on some of its values; return a number instead (or make the Map "
-            "categorical)"
-        )
-    elif numerical_in and not rasp.is_numerical(expr):
+    if numerical_in and not rasp.is_numerical(expr):
         # (numerical -> numerical Maps are measured instead: _inaccurate_numerical_maps)
         problems += _check_resolvable(graph, expr.label, expr.f, expr.inner.label)
     return problems

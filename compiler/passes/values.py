@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import networkx as nx
@@ -36,11 +36,25 @@ MAX_VALUE_SET_SIZE = 100_000
 MAX_SUMSET_WORK = 4_000_000
 
 
-def infer_values(graph: nx.DiGraph, vocab: Iterable[Any], max_seq_len: int) -> None:
-    """Annotate every s-op node of `graph` with `VALUE_SET` and `NULLABLE`."""
+def infer_values(
+    graph: nx.DiGraph,
+    vocab: Iterable[Any],
+    max_seq_len: int,
+    fixed: Mapping[str, tuple[frozenset, bool]] | None = None,
+) -> None:
+    """Annotate every s-op node of `graph` with `VALUE_SET` and `NULLABLE`.
+
+    `fixed` gives some nodes their `(value set, nullable)` instead of inferring them (a loop's
+    state, whose values come from every iteration, `compiler.passes.loops`); the nodes reading
+    them are inferred from those sets.
+    """
     vocab_set = frozenset(vocab)
     for label in g.sop_nodes(graph):
         node = graph.nodes[label]
+        if fixed is not None and label in fixed:
+            value_set, nullable = fixed[label]
+            node[nodes.VALUE_SET], node[nodes.NULLABLE], node[nodes.BY_POSITION] = frozenset(value_set), nullable, None
+            continue
         positional = infer_positional(graph, node, vocab_set, max_seq_len, _call)
         if positional is not None:
             by_position, nullable = positional
@@ -104,7 +118,7 @@ def _infer_node(
         values = set(sop[nodes.VALUE_SET])
         if may_be_empty and expr.default is not None:
             values.add(expr.default)
-        nullable = sop[nodes.NULLABLE] or (may_be_empty and expr.default is None)
+        nullable = (sop[nodes.NULLABLE] and not _selects_defined_keys(expr)) or (may_be_empty and expr.default is None)
         return _checked(expr, values, False), nullable
     if kind is g.NodeKind.SELECTOR_WIDTH:
         return set(range(max_seq_len + 1)), False
@@ -134,6 +148,17 @@ def _always_selects(graph: nx.DiGraph, expr: rasp.Aggregate) -> bool:
         return selectors.always_selects(graph, expr.label, leaves)
     except UnsupportedProgramError:
         return False
+
+
+def _selects_defined_keys(expr: rasp.Aggregate) -> bool:
+    """Whether the Aggregate selects only keys where its s-op is not None: its selector's
+    conjunction has a leaf, not negated, whose keys are that s-op (a `Select` never selects a
+    None key), e.g. `compiler.passes.joint_selectors.defined_or_absent`."""
+    try:
+        leaves = selectors.conjunction(expr.selector)
+    except UnsupportedProgramError:
+        return False
+    return any(leaf.keys == expr.sop.label and not selectors.selects_none(leaf.predicate) for leaf in leaves)
 
 
 def _apply_unary(

@@ -203,14 +203,17 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig()}
+OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(),
+              "balanced": dataclasses.replace(LossConfig.exact(), balance_outputs=True)}
 
 
 def add_objective_argument(parser: argparse.ArgumentParser) -> None:
     """``--objective``: the loss GD minimises (``exact``: :meth:`LossConfig.exact`, the default
-    recipe's; ``paper``: the paper's cross-entropy + L_layer, as the sweeps ran before)."""
+    recipe's; ``paper``: the paper's cross-entropy + L_layer, as the sweeps ran before;
+    ``balanced``: ``exact`` with every compiled output value weighing the same per batch)."""
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
-                        help="GD's loss: exact (default) or paper (cross-entropy + L_layer read back through W)")
+                        help="GD's loss: exact (default), paper (cross-entropy + L_layer read back through W) "
+                             "or balanced (exact, each output value weighing the same)")
 
 
 def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:

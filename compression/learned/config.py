@@ -67,17 +67,27 @@ class LossConfig:
     margin: float = 0.5  # "margin" target: the fraction of the compiled logit gap to keep
     # KL divergence of the compressed attention patterns from the compiled ones (0: not computed)
     attention_weight: float = 0.0
+    # squared hinge on each ReLU pre-activation that falls short of ``hidden_margin`` times its
+    # compiled value on the compiled side of 0 (0: not computed; see losses.hidden_loss)
+    hidden_weight: float = 0.0
+    hidden_margin: float = 0.25
+    # weigh every position by 1 / (valid positions in the batch with its compiled output value),
+    # so a rare output value counts as much as a common one (categorical outputs only)
+    balance_outputs: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 < self.margin <= 1.0:
             raise ValueError(f"margin must be in (0, 1], got {self.margin}")
-        if min(self.out_weight, self.layer_weight, self.attention_weight) < 0:
+        if not 0.0 <= self.hidden_margin <= 1.0:
+            raise ValueError(f"hidden_margin must be in [0, 1], got {self.hidden_margin}")
+        if min(self.out_weight, self.layer_weight, self.attention_weight, self.hidden_weight) < 0:
             raise ValueError("loss weights must be >= 0")
 
     @classmethod
     def exact(cls) -> "LossConfig":
-        """The exactness objective: logit-gap margins, the layers' own outputs, attention patterns."""
-        return cls(categorical_target="margin", layer_target="written", attention_weight=1.0)
+        """The exactness objective: logit-gap margins, the layers' own outputs, attention patterns
+        and the signs of the ReLU pre-activations."""
+        return cls(categorical_target="margin", layer_target="written", attention_weight=1.0, hidden_weight=1.0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,8 +19,10 @@ OutputKind = Literal["categorical", "numerical"]
 class ForwardOutput(Protocol):
     """What a frozen forward pass returns. ``output`` and ``residuals`` are always read; the
     exactness objective (``LossConfig.exact()``) also reads ``attention`` (per attention
-    sub-layer, ``[B, H, T, T]`` patterns) and ``written`` (per sub-layer, what it computes in
-    residual coordinates before the projection writes it)."""
+    sub-layer, ``[B, H, T, T]`` patterns), ``written`` (per sub-layer, what it computes in
+    residual coordinates before the projection writes it) and ``hidden`` (per ReLU MLP, the
+    pre-activations of the units its output reads; the compiled ones are taken from a forward
+    pass with the identity as projection)."""
 
     output: jax.Array
     residuals: Sequence[jax.Array]

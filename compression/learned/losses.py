@@ -33,7 +33,17 @@ had a higher loss than a W that outputs a constant. The exactness objective
   whose pre-activations keep their sign writes exactly the compiled output, so the term is a
   margin on those pre-activations, and it is 0 when every read is right;
 * ``attention_weight``: the KL divergence of the compressed attention patterns from the compiled
-  ones, i.e. a term on the attention logits that is 0 when every head attends as compiled.
+  ones, i.e. a term on the attention logits that is 0 when every head attends as compiled;
+* ``hidden_weight``: a margin on the pre-activations of every ReLU MLP (``ModelOutput.hidden``).
+  The written term alone has a trap: a thresholded lookup (e.g. the MLP that turns a selector
+  width's ``1/(k+1)`` into ``k``) is a sum of ReLU pairs whose misfired pairs both sit on their
+  linear piece, so their wrong output is proportional to how strongly ``one`` is read, and the
+  cheapest way for GD to shrink it is to read ``one`` (and everything else) weaker, not to move
+  the threshold back. On ``length`` that reaches a minimum with two lengths of five wrong. The
+  hinge asks each pre-activation ``z`` to stay on its compiled side of 0 with ``hidden_margin``
+  of its compiled value ``z_ref``: ``relu(hidden_margin |z_ref| - sign(z_ref) z)² / z_ref²``,
+  zero for every W that keeps the signs with that margin; units with ``z_ref = 0`` (a lookup's
+  off rows) are left to the written term.
 """
 
 from __future__ import annotations
@@ -84,6 +94,14 @@ def output_loss(
     return _masked_mean(per_position, mask)
 
 
+def output_balance(target: jax.Array, mask: jax.Array) -> jax.Array:
+    """``[B, T]`` weights: 1 / the number of valid positions whose compiled output (argmax of
+    ``target``, ``[B, T, n_out]``) is the same value, so each value present weighs the same."""
+    labels = jax.nn.one_hot(jnp.argmax(target, axis=-1), target.shape[-1], dtype=jnp.float32)
+    counts = jnp.sum(labels * mask[..., None], axis=(0, 1))
+    return 1.0 / jnp.maximum(jnp.sum(labels * counts, axis=-1), 1.0)
+
+
 def logit_gap(logits: jax.Array, label: jax.Array) -> jax.Array:
     """``logits[label] - max(other logits)`` per position (``label``: ``[...]`` int indices)."""
     right = jnp.take_along_axis(logits, label[..., None], axis=-1)[..., 0]
@@ -115,6 +133,24 @@ def attention_loss(predicted: Sequence[jax.Array], target: Sequence[jax.Array], 
         kl = jnp.sum(jnp.where(ref > 0, ref * (jnp.log(jnp.where(ref > 0, ref, 1.0)) - jnp.log(pred + 1e-30)), 0.0),
                      axis=-1)  # [B, H, T]
         total = total + _masked_mean(jnp.mean(kl, axis=-2), mask)
+    return total
+
+
+def hidden_loss(predicted: Sequence[jax.Array], target: Sequence[jax.Array], mask: jax.Array,
+                margin: float) -> jax.Array:
+    """Sum over ReLU MLP sub-layers of the mean squared relative shortfall of the pre-activations
+    from their compiled side of 0 (see the module docstring), over units with a non-zero compiled
+    value and valid positions (pre-activations ``[B, T, H]``, mask ``[B, T]``)."""
+    total = jnp.zeros((), jnp.float32)
+    for pred, ref in zip(predicted, target):
+        if pred.shape[-1] == 0:
+            continue
+        signed = jnp.abs(ref) > TIE_GAP
+        safe = jnp.where(signed, jnp.abs(ref), 1.0)
+        shortfall = jax.nn.relu(margin * safe - jnp.sign(ref) * pred) / safe
+        per_position = jnp.sum(jnp.where(signed, jnp.square(shortfall), 0.0), axis=-1) / jnp.maximum(
+            jnp.sum(signed, axis=-1), 1)
+        total = total + _masked_mean(per_position, mask)
     return total
 
 
@@ -159,16 +195,21 @@ def layer_loss(
 def compression_loss(
     projection: jax.Array, model: FrozenModel, ids: jax.Array, config: LossConfig
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Weighted objective for one batch of ids and its parts ``{"out", "layer", "total"}``.
+    """Weighted objective for one batch of ids and its parts ``{"out", "layer", "total"}`` (plus
+    ``"attention"`` and ``"hidden"`` when those terms are on).
 
     The compiled model's outputs are computed here (no gradient flows into them), so the function
     needs only ids; it is what the training step differentiates with respect to ``projection``.
     """
-    reference = model.forward(model.params, ids)
+    # the compiled model's pre-activations come back only with a projection: the identity
+    reference = model.forward(model.params, ids, **(
+        {"projection": jnp.eye(model.residual_dim, dtype=jnp.float32)} if config.hidden_weight else {}))
     ref_output = jax.lax.stop_gradient(reference.output)
     ref_residuals = [jax.lax.stop_gradient(r) for r in reference.residuals]
     compressed = model.forward(model.params, ids, projection=projection)
     mask = position_mask(ids, model.bos_id, model.pad_id)
+    if config.balance_outputs and model.output_kind == "categorical":
+        mask = mask * output_balance(ref_output, mask)
     l_out = output_loss(compressed.output, ref_output, mask, model.output_kind, config.categorical_target,
                         config.margin)
     reference_layers = layer_vectors(ref_residuals, config.layer_target, config.include_embedding)
@@ -185,4 +226,10 @@ def compression_loss(
         l_attention = attention_loss(compressed.attention, [jax.lax.stop_gradient(a) for a in reference.attention],
                                      mask)
         total = total + config.attention_weight * l_attention
+        parts["attention"] = l_attention
+    if config.hidden_weight:
+        l_hidden = hidden_loss(compressed.hidden, [jax.lax.stop_gradient(h) for h in reference.hidden], mask,
+                               config.hidden_margin)
+        total = total + config.hidden_weight * l_hidden
+        parts["hidden"] = l_hidden
     return total, {**parts, "total": total}

@@ -176,6 +176,16 @@ def test_exclusive_codes():
         exclusive_code(0, 2, one_sided=True)
 
 
+@pytest.mark.parametrize("n, limit, one_sided", [(12, 0.3, True), (20, 0.45, True), (33, 0.6, False)])
+def test_smallest_code_finds_the_width_a_scan_from_one_finds(n, limit, one_sided):
+    """The doubling-and-bisecting search gives the width (and the code) of a scan k = 1, 2, ..."""
+    scan = next(k for k in range(1, n + 1)
+                if code_overlap(exclusive_code(n, k, one_sided), one_sided) <= limit)
+    code = smallest_code(n, limit, one_sided)
+    assert code.shape == (n, scan)
+    np.testing.assert_array_equal(code, exclusive_code(n, scan, one_sided))
+
+
 def test_compressor_starts_from_a_given_projection():
     task = program_task("length", 3)
     structure = residual_structure(task.compiled)

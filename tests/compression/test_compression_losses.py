@@ -9,7 +9,7 @@ import pytest
 import compression_fake as fake
 from compression.learned.config import LossConfig
 from compression.learned.losses import (
-    attention_loss, compression_loss, layer_loss, layer_vectors, output_loss, position_mask,
+    attention_loss, compression_loss, hidden_loss, layer_loss, output_balance, layer_vectors, output_loss, position_mask,
 )
 
 IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD
@@ -110,3 +110,25 @@ def test_attention_loss_is_the_kl_of_the_compiled_pattern_from_the_compressed_on
     assert float(attention_loss([moved], [compiled], jnp.ones((1, 2)))) == pytest.approx(math.log(2.0) / 2)
     assert float(attention_loss([moved], [compiled], jnp.asarray([[0.0, 1.0]]))) == pytest.approx(0.0, abs=1e-7)
 
+
+
+def test_hidden_loss_is_zero_while_every_pre_activation_keeps_its_sign_with_the_margin():
+    compiled = jnp.asarray([[[2.0, -4.0, 0.0], [1.0, -1.0, 0.0]]])  # [B=1, T=2, units=3]
+    mask = jnp.ones((1, 2))
+    # 1.0 >= 0.25 * 2 and -2 <= -0.25 * 4; the unit whose compiled value is 0 is not scored
+    kept = jnp.asarray([[[1.0, -2.0, 5.0], [0.5, -0.3, -7.0]]])
+    assert float(hidden_loss([kept], [compiled], mask, 0.25)) == 0.0
+    # position 0: unit 0 at -1 -> ((0.5 - (-1)) / 2)^2 = 0.5625, unit 1 at 0 -> (1 / 4)^2 = 0.0625;
+    # position 1 kept; mean over the 2 scored units, then over positions
+    flipped = jnp.asarray([[[-1.0, 0.0, 5.0], [0.5, -0.3, 0.0]]])
+    assert float(hidden_loss([flipped], [compiled], mask, 0.25)) == pytest.approx((0.5625 + 0.0625) / 2 / 2)
+    assert float(hidden_loss([flipped], [compiled], jnp.asarray([[0.0, 1.0]]), 0.25)) == 0.0
+
+
+def test_output_balance_weighs_each_compiled_output_value_the_same():
+    # valid positions 1, 2 (batch 0) and 1, 2 (batch 1): values 0, 0, 0, 1 -> weights 1/3 and 1
+    target = jnp.asarray([[[0.0, 1.0], [2.0, 0.0], [2.0, 0.0], [0.0, 0.0]],
+                          [[0.0, 1.0], [2.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])
+    mask = jnp.concatenate([MASK, MASK])
+    weights = output_balance(target, mask) * mask
+    np.testing.assert_allclose(np.asarray(weights), [[0, 1 / 3, 1 / 3, 0], [0, 1 / 3, 1, 0]], rtol=1e-6)

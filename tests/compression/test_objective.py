@@ -45,3 +45,14 @@ def test_exact_packed_projection_has_the_lowest_exactness_loss_on_length(size):
     exact = LossConfig.exact()
     assert _loss(task, packed, ids, exact) < 1e-3
     assert _loss(task, packed, ids, exact) < min(_loss(task, w, ids, exact) for w in wrong)
+
+
+def test_gd_from_an_orthogonal_start_reaches_exactness_on_length_at_the_packed_width():
+    # Before the pre-activation margin (LossConfig.hidden_weight) this run stalled at 84% of the
+    # inputs: GD read `one` weaker instead of moving the selector-width thresholds back.
+    task = program_task("length", 5)
+    check = exactness_check(task)
+    structure = residual_structure(task.compiled, never_on(check))
+    d = packed_width(structure)
+    run, w = gd_run(check, d, GDRecipe(seeds=1), "orthogonal", structure, seed=0)
+    assert run.exact and run.steps_to_exact > 0 and check.is_exact(w)

@@ -242,18 +242,19 @@ def test_fuzz_s0_p3119_fused_map_reads_values_one_number_rounded_to():
     assert_exact(program, vocab=[8], max_seq_len=8, causal=False, allow_refusal=True)
 
 
-def test_fuzz_s0_p623_or_over_a_none_able_sop_is_refused_not_miscompiled():
+def test_fuzz_s0_p623_or_over_a_none_able_sop_compiles_exactly():
     # `or` over selectors of different s-ops compiles as one joint lookup; here one packed s-op
     # (a shift) can be None. The check for that missed predicates wrapped by CheckedPredicate,
-    # and the head hid the other operand at position 0 (MISMATCH); it is refused now.
+    # and the head hid the other operand at position 0 (MISMATCH); it was refused next, and now
+    # compiles: the shift is packed as `defined_or_absent(v3)`, so the other operand still counts.
     v2 = rasp.Map(lambda x: x < 0, rasp.tokens).named("v2")
     v3 = lib.shift_by(1, v2).named("v3")
     v6 = (rasp.Select(v3, v3, rasp.Comparison.LT) | rasp.Select(v2, v2, rasp.Comparison.LEQ)).named("v6")
     program = rasp.SelectorWidth(v6).named("v7")
-    problems = validate(program, [8], 1)
-    assert problems and "packed s-op v6_joint_keys" in problems[0]
+    assert validate(program, [8], 1) == []
     for causal in (False, True):
-        assert_exact(program, vocab=[8], max_seq_len=1, causal=causal, allow_refusal=True)
+        assert_exact(program, vocab=[8], max_seq_len=1, causal=causal)
+        assert_exact(program, vocab=[8, -3], max_seq_len=4, causal=causal)
 
 
 def test_fuzz_s0_p883_numerical_default_none_that_never_shows():
@@ -280,3 +281,16 @@ def test_fuzz_s0_p1353_negated_leaf_with_a_folded_map_selects_none_queries():
     program = rasp.LinearSequenceMap(v7, rasp.tokens, 1, -1).named("v8")
     for causal in (False, True):
         assert_exact(program, vocab=[2], max_seq_len=2, causal=causal)
+
+
+def test_not_and_with_an_unpacked_key_sop_that_can_be_none():
+    # ~(Select(x, tokens, EQ) & Select(x, y, LT)): the keys read one s-op, x (a shift, None at
+    # position 0), so only the queries were packed. Where x is None both Selects are False and the
+    # negation selects the key, but the joint head never selected a None key (MISMATCH, found
+    # while compiling `or` over None-able s-ops); x is now read as defined_or_absent(x).
+    x = lib.shift_by(1, rasp.tokens).named("x")
+    y = rasp.Map(lambda t: t + 1, rasp.tokens).named("y")
+    selector = (~(rasp.Select(x, rasp.tokens, rasp.Comparison.EQ) & rasp.Select(x, y, rasp.Comparison.LT))).named("sel")
+    program = rasp.SelectorWidth(selector).named("w")
+    for causal in (False, True):
+        assert_exact(program, vocab=[1, 2, 3], max_seq_len=4, causal=causal)

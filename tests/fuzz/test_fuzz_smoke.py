@@ -5,7 +5,7 @@ import collections
 from compiler.fuzzing import program_spec, random_programs
 from rasp import lib, rasp
 
-from compiler.fuzzing import driver
+from compiler.fuzzing import checkpoint, driver
 from compiler.fuzzing.differential import FAILURES
 from compiler.fuzzing.shrink import Case, shrink
 
@@ -68,3 +68,25 @@ def test_shrink_keeps_the_failure_and_reduces_the_program():
     small, small_case = shrink(spec, Case((1, 2, 3), 4, False), has_sequence_map)
     assert has_sequence_map(small, small_case)
     assert small.size < spec.size and small_case.max_seq_len == 1 and len(small_case.vocab) == 1
+
+
+def test_results_file_resumes_and_redoes(tmp_path, capsys):
+    from compiler.io.atomic import atomic_write_text  # (what benchmarks/fuzz.py passes)
+
+    path = tmp_path / "results.json"
+    common = ["--seed", "5", "--inputs", "16", "--jax-every", "0", "--quiet", "--results", str(path)]
+    assert driver.main(["-n", "3", *common]) == 2  # no atomic writer: refused
+    assert "atomic file writer" in capsys.readouterr().err and not path.exists()
+    assert driver.main(["-n", "3", *common], atomic_write_text) == 0
+    first = path.read_text()
+    assert driver.main(["-n", "5", *common], atomic_write_text) == 0
+    out = capsys.readouterr().out
+    assert "3 programs stored, 2 to check" in out and "programs: 5" in out
+    options = driver.Options(programs=5, seed=5, inputs=16, jax_every=0)
+    stored = checkpoint.load(path, options, driver.ProgramResult)
+    assert sorted(stored) == [0, 1, 2, 3, 4]
+    assert first.split('"results":')[1][:200] == path.read_text().split('"results":')[1][:200]
+    redone = checkpoint.load(path, options, driver.ProgramResult, redo=["exact"])
+    assert all(all(o.status != "exact" for o in r.outcomes) for r in redone.values())
+    assert driver.main(["-n", "5", "--seed", "6", *common[2:]], atomic_write_text) == 2  # other settings
+    assert "other settings" in capsys.readouterr().err

@@ -1,12 +1,13 @@
 """Run the auto-circuit package (PyPI `auto-circuit`) on a compiled model's TransformerLens export.
 
 auto-circuit 1.0.1 imports `HookedTransformer` and `HookedTransformerKeyValueCache` from
-`transformer_lens` at import time. TransformerLens 4 removed `HookedTransformer`, and 3.x no longer
-exports `HookedTransformerKeyValueCache` at the top level, so auto-circuit only imports next to
-TransformerLens 2.x (measured: 2.16.1 works, 3.9.0 and 4.3.0 fail at import). This module
-therefore builds a TransformerLens 2.x `HookedTransformer` from `compiler.io.export.export_weights`
-(unscaled attention, the exported PAD mask) rather than `to_transformer_lens`, which targets the
-3.x and 4.x lines.
+`transformer_lens` at import time. TransformerLens 4 removed `HookedTransformer`; 3.x keeps it but
+renamed the cache class (`TransformerLensKeyValueCache`), which `_alias_key_value_cache` points the
+old names at; every 2.x needs numpy < 2, which the project's core excludes. So auto-circuit runs
+next to TransformerLens 3.x (the `circuits` extra; measured on 3.9.0, and on 2.16.1 installed by
+hand), not next to the `export` extra's 4.x. This module builds a `HookedTransformer` from
+`compiler.io.export.export_weights` (unscaled attention, the exported PAD mask) rather than
+`to_transformer_lens`, which targets the 4.x bridge.
 
 auto-circuit scores next-token behaviour: one answer per prompt at the last position. The
 bridge feeds it full-length inputs (no PAD), the clean decoded value at the last position as the
@@ -18,6 +19,8 @@ share auto-circuit's "Resid Start").
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,7 @@ from compiler.model.compiled_model import CompiledModel
 
 
 def hooked_transformer(model: CompiledModel) -> Any:
-    """A TransformerLens 2.x `HookedTransformer` with the compiled weights, set up for
+    """A TransformerLens 2.x / 3.x `HookedTransformer` with the compiled weights, set up for
     auto-circuit (split q/k/v inputs, per-head results, MLP input hooks)."""
     import torch
     from transformer_lens import HookedTransformer, HookedTransformerConfig
@@ -47,9 +50,32 @@ def hooked_transformer(model: CompiledModel) -> Any:
     return tl_model.eval()
 
 
+def _alias_key_value_cache() -> None:
+    """Let auto-circuit 1.0.1 import next to TransformerLens 3.x.
+
+    auto-circuit imports `HookedTransformerKeyValueCache` from `transformer_lens` and from
+    `transformer_lens.past_key_value_caching`; TransformerLens 3 renamed the class
+    `TransformerLensKeyValueCache` (in `transformer_lens.cache.key_value_cache`) and dropped that
+    module. auto-circuit only names the class in signatures, so both old names are pointed at
+    the new class. Nothing happens on TransformerLens 2.x, which has them.
+    """
+    import transformer_lens
+
+    if hasattr(transformer_lens, "HookedTransformerKeyValueCache"):
+        return
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+    old = types.ModuleType("transformer_lens.past_key_value_caching")
+    old.HookedTransformerKeyValueCache = TransformerLensKeyValueCache
+    sys.modules.setdefault(old.__name__, old)
+    transformer_lens.HookedTransformerKeyValueCache = TransformerLensKeyValueCache
+
+
 def run_eap(model: CompiledModel, ids: np.ndarray, output_values: int) -> dict[str, float]:
     """auto-circuit's edge attribution patching on `ids` (`[B, T]`, no PAD); `{edge name: score}`."""
     import torch
+
+    _alias_key_value_cache()
     from auto_circuit.data import PromptDataLoader, PromptDataset
     from auto_circuit.prune_algos.edge_attribution_patching import edge_attribution_patching_prune_scores
     from auto_circuit.utils.graph_utils import patchable_model

@@ -36,26 +36,38 @@ def source_outputs(net: Network, ids: jax.Array) -> jax.Array:
     return _run(net)(keep, ids, zeros)[1]
 
 
-def _mask(net: Network, ids: jax.Array) -> jax.Array:
+def _mask(pad_id: int, causal: bool, ids: jax.Array) -> jax.Array:
     length = ids.shape[-1]
-    mask = (ids != net.pad_id)[:, None, None, :]  # [B, 1, 1, T]: heads, queries broadcast
-    if net.causal:
+    mask = (ids != pad_id)[:, None, None, :]  # [B, 1, 1, T]: heads, queries broadcast
+    if causal:
         mask = mask & jnp.tril(jnp.ones((length, length), dtype=bool))
     return mask
 
 
+def _signature(net: Network) -> tuple:
+    """What the compiled forward pass depends on besides the weights' values: networks with
+    the same signature and weight shapes share one compiled program."""
+    kinds = tuple((isinstance(l, AttentionLayer), getattr(l, "activation", None)) for l in net.layers)
+    columns = (net.columns.start, net.columns.stop, net.columns.step)
+    return kinds, net.upstream_counts, columns, net.causal, net.pad_id
+
+
 @functools.lru_cache(maxsize=64)
-def _run(net: Network) -> Callable:
-    """`run(keep, ids, reference) -> (output [B, T, n], source outputs [S, B, T, d])`, jitted."""
-    counts = net.upstream_counts
-    tok = jnp.asarray(net.tok_embed)
-    pos = jnp.asarray(net.pos_embed)
-    layers = [
+def _weights(net: Network) -> tuple:
+    """The network's weights as device arrays, passed to the compiled program as arguments
+    (closed-over constants would make every network, and every variant, compile afresh)."""
+    layers = tuple(
         tuple(jnp.asarray(a) for a in ((l.w_q, l.w_k, l.w_v, l.w_o) if isinstance(l, AttentionLayer) else (l.w_in, l.w_out)))
         for l in net.layers
-    ]
-    kinds = [(isinstance(l, AttentionLayer), getattr(l, "activation", None)) for l in net.layers]
-    unembed = jnp.asarray(net.unembed)
+    )
+    return jnp.asarray(net.tok_embed), jnp.asarray(net.pos_embed), layers, jnp.asarray(net.unembed)
+
+
+@functools.lru_cache(maxsize=16)
+def _program(signature: tuple) -> Callable:
+    """`program(weights, keep, ids, reference) -> (output [B, T, n], source outputs [S, B, T, d])`."""
+    kinds, counts, (start, stop, step), causal, pad_id = signature
+    columns = slice(start, stop, step)
 
     def read(keep_p: jax.Array, outs: list[jax.Array], ref: jax.Array, count: int) -> jax.Array:
         """Inputs of ports sharing `count` upstream sources: keep_p `[P', count, T]` -> `[P', B, T, d]`."""
@@ -63,15 +75,16 @@ def _run(net: Network) -> Callable:
         own = jnp.einsum("pst,sbtd->pbtd", keep_p, stacked, precision=PRECISION)
         return own + jnp.einsum("pst,sbtd->pbtd", 1.0 - keep_p, ref[:count], precision=PRECISION)
 
-    def run(keep: jax.Array, ids: jax.Array, ref: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def run(weights: tuple, keep: jax.Array, ids: jax.Array, ref: jax.Array) -> tuple[jax.Array, jax.Array]:
+        tok, pos, layers, unembed = weights
         length = ids.shape[-1]
         outs = [tok[ids], jnp.broadcast_to(pos[:length], ids.shape + (pos.shape[1],))]
-        mask = _mask(net, ids)
+        mask = _mask(pad_id, causal, ids)
         port = 0
-        for (is_attention, activation), weights in zip(kinds, layers):
+        for (is_attention, activation), layer in zip(kinds, layers):
             count = counts[port]
             if is_attention:
-                w_q, w_k, w_v, w_o = weights
+                w_q, w_k, w_v, w_o = layer
                 heads = w_q.shape[0]
                 x = read(keep[port : port + 3 * heads, :count], outs, ref, count)
                 x = x.reshape((heads, 3) + x.shape[1:])  # [H, qkv, B, T, d]
@@ -85,16 +98,22 @@ def _run(net: Network) -> Callable:
                 outs += list(written)
                 port += 3 * heads
             else:
-                w_in, w_out = weights
+                w_in, w_out = layer
                 x = read(keep[port : port + 1, :count], outs, ref, count)[0]
                 hidden = activate(activation, jnp.einsum("btd,dh->bth", x, w_in, precision=PRECISION))
                 outs.append(jnp.einsum("bth,hd->btd", hidden, w_out, precision=PRECISION))
                 port += 1
         final = read(keep[port : port + 1, : counts[port]], outs, ref, counts[port])[0]
         logits = jnp.einsum("btd,dn->btn", final, unembed, precision=PRECISION)
-        return logits[..., net.columns], jnp.stack(outs)
+        return logits[..., columns], jnp.stack(outs)
 
     return jax.jit(run)
+
+
+def _run(net: Network) -> Callable:
+    """`run(keep, ids, reference) -> (output [B, T, n], source outputs [S, B, T, d])`, jitted."""
+    program, weights = _program(_signature(net)), _weights(net)
+    return lambda keep, ids, ref: program(weights, keep, ids, ref)
 
 
 def forward(net: Network, keep: jax.Array, ids: jax.Array, reference: jax.Array) -> jax.Array:
@@ -102,10 +121,15 @@ def forward(net: Network, keep: jax.Array, ids: jax.Array, reference: jax.Array)
     return _run(net)(keep, ids, reference)[0]
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
+def _many_program(signature: tuple) -> Callable:
+    program = _program(signature)
+    return jax.jit(jax.vmap(lambda weights, keep, ids, ref: program(weights, keep, ids, ref)[0], in_axes=(None, 0, None, None)))
+
+
 def _many(net: Network) -> Callable:
-    run = _run(net)
-    return jax.jit(jax.vmap(lambda keep, ids, ref: run(keep, ids, ref)[0], in_axes=(0, None, None)))
+    program, weights = _many_program(_signature(net)), _weights(net)
+    return lambda keeps, ids, ref: program(weights, keeps, ids, ref)
 
 
 def forward_many(

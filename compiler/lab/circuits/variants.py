@@ -56,18 +56,37 @@ class Variant:
     net: Network
     model: CompiledModel
     note: str
-    accuracy: float | None = None  # GD: sequence accuracy against RASP on the exactness inputs
+    accuracy: float | None = None  # c, or b squeezed: sequence accuracy against RASP on the exactness inputs
 
 
 def parse(name: str) -> tuple[str, ...]:
-    """`"d+b+e"` -> `("d", "b", "e")`, checked."""
-    letters = tuple(part.strip() for part in name.split("+"))
+    """`"d+b+e"` -> `("d", "b", "e")`, checked; a width fraction (`"c@0.6"`) is dropped here
+    (`squeeze` reads it)."""
+    letters = tuple(part.strip().split("@")[0] for part in name.split("+"))
     unknown = [l for l in letters if l not in LETTERS]
     if unknown or not letters:
         raise ValueError(f"unknown variant {name!r}; use letters {sorted(LETTERS)} joined by '+' (e.g. 'b+e')")
     if "b" in letters and "c" in letters:
         raise ValueError(f"variant {name!r}: b and c are two projections; pick one")
+    squeeze(name)
     return letters
+
+
+def squeeze(name: str) -> float:
+    """The width fraction of a variant name: `"c@0.6"` -> 0.6 (the projection of b or c is
+    `0.6` times its smallest exact width, so in deeper superposition than exact), 1.0 without."""
+    fractions = [part.split("@", 1) for part in name.split("+") if "@" in part]
+    if not fractions:
+        return 1.0
+    if len(fractions) > 1 or fractions[0][0].strip() not in ("b", "c"):
+        raise ValueError(f"variant {name!r}: only b or c takes a width fraction, once (e.g. 'c@0.6')")
+    try:
+        fraction = float(fractions[0][1])
+    except ValueError:
+        raise ValueError(f"variant {name!r}: the width fraction after '@' must be a number in (0, 1]") from None
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"variant {name!r}: the width fraction {fraction} must be in (0, 1]")
+    return fraction
 
 
 # -- d: distractors ------------------------------------------------------------------------------
@@ -112,9 +131,12 @@ def _task(model: CompiledModel, program: rasp.SOp, unique_tokens: bool):
                            input_space_of(model, unique_tokens=unique_tokens), model.config.causal)
 
 
-def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: bool = False) -> tuple[np.ndarray, str]:
-    """The packed (else random) analytic projection at its smallest width exact against RASP."""
-    from compression.analytic import make_projection, residual_structure
+def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: bool = False,
+                        fraction: float = 1.0) -> tuple[np.ndarray, str, float]:
+    """The packed (else random) analytic projection at its smallest width exact against RASP,
+    or at `fraction` of that width (at least the construction's minimum); returns it, a note
+    and its sequence accuracy against RASP (1.0 at the exact width)."""
+    from compression.analytic import make_projection, min_width, residual_structure
     from compression.exactness import exactness_check
     from compression.width_search import analytic_exact_width
 
@@ -122,8 +144,20 @@ def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: 
     structure = residual_structure(model)
     for method in ("packed", "random"):
         d = analytic_exact_width(check, structure, method)
-        if d is not None:
-            return make_projection(structure, method, d), f"{method} projection at its smallest exact width d={d} of D={model.config.residual_width}"
+        if d is None:
+            continue
+        note = f"{method} projection at its smallest exact width d={d} of D={model.config.residual_width}"
+        if fraction == 1.0:
+            return make_projection(structure, method, d), note, 1.0
+        squeezed = max(1, round(fraction * d))
+        # Below the packed construction's minimum (one dimension per s-op) the random one still
+        # fits; below both, the random one's minimum.
+        method = method if squeezed >= min_width(structure, method) else "random"
+        squeezed = max(squeezed, min_width(structure, method))
+        w = make_projection(structure, method, squeezed)
+        accuracy = float(check.sequence_accuracy(w))
+        return w, (f"{method} projection at d={squeezed}, {fraction:g} of the smallest exact width {d} "
+                   f"(D={model.config.residual_width}), sequence accuracy {accuracy:.4f} on {check.size} inputs"), accuracy
     raise ValueError(f"no analytic projection of {program.label!r} is exact below D={model.config.residual_width}")
 
 
@@ -234,7 +268,11 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
         model = compile_rasp(program, set(vocab), max_seq_len)
     projection, accuracy = None, None
     if "b" in letters or "c" in letters:
-        projection, note = analytic_projection(model, program, unique_tokens) if "d" not in letters else _multi_analytic(model, program, unique_tokens)
+        if "d" in letters:
+            _multi_analytic()
+        fraction = squeeze(name)
+        projection, note, accuracy = analytic_projection(model, program, unique_tokens, fraction)
+        accuracy = None if fraction == 1.0 else accuracy
         notes.append(note)
         if "c" in letters:
             projection, note, accuracy = gd_projection(model, program, projection, gd_steps, seed, unique_tokens)
@@ -246,7 +284,7 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
     return Variant(name, net, model, "; ".join(notes) or "exact compiled model", accuracy)
 
 
-def _multi_analytic(model: CompiledModel, program: rasp.SOp, unique_tokens: bool) -> tuple[np.ndarray, str]:
+def _multi_analytic() -> None:
     raise ValueError("variant d with b or c: the analytic projection of a several-program model is not "
                      "supported by compression (it checks one program against RASP); use d+e")
 

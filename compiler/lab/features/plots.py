@@ -1,4 +1,5 @@
-"""Pictures of the benchmark: SAE recovery against the compression width d and against L0."""
+"""Pictures of the benchmark: SAE recovery against the compression width d and against L0, and
+the SAEs' training-loss curves."""
 
 from __future__ import annotations
 
@@ -30,6 +31,24 @@ def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Seq
     axes[0].set_ylabel("score")
     axes[0].legend(loc="lower right")
     fig.suptitle(title)
+    fig.tight_layout()
+    out = atomic_write(path, lambda temporary: fig.savefig(temporary, dpi=110))
+    plt.close(fig)
+    return out
+
+
+def loss_plot(path: str | pathlib.Path, curves: dict[str, Sequence[Sequence[float]]], title: str) -> pathlib.Path:
+    """Training-loss curves (``label -> [(step, loss), ...]``) on a log loss axis, one line each,
+    so a reader can see whether each run flattened out. Written atomically."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, curve in curves.items():
+        ax.plot([point[0] for point in curve], [point[1] for point in curve], label=label, lw=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("optimizer step (1,024 activations each)")
+    ax.set_ylabel("training loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title)
     fig.tight_layout()
     out = atomic_write(path, lambda temporary: fig.savefig(temporary, dpi=110))
     plt.close(fig)

@@ -8,6 +8,8 @@ raises an ImportError saying how to install it.
 
 * :func:`train_sae` builds an SAELens training SAE (BatchTopK or TopK) of ``d_sae`` latents on a
   shard folder's width and runs SAELens' own ``SAETrainer`` on batches read from the shards.
+  Pass a list as ``history`` to receive the loss curve (:class:`LossPoint` every ``log_every``
+  steps), so a run can show it has converged.
 * :class:`TorchCoder` wraps any SAELens SAE as a :class:`compiler.lab.features.metrics.SparseCoder`,
   so the metrics, splicing and causal use of this package score it.
 """
@@ -24,6 +26,15 @@ import numpy as np
 from compiler.lab.features.stream import ShardReader
 
 ARCHITECTURES = ("topk", "batchtopk")
+
+
+@dataclasses.dataclass(frozen=True)
+class LossPoint:
+    """The training loss at one optimizer step: the total and SAELens' named parts (e.g. ``mse_loss``)."""
+
+    step: int
+    loss: float
+    parts: dict[str, float]
 INSTALL = ("SAELens is not installed in this environment. It needs transformer-lens<4, which conflicts with "
            "the 'export' extra: make a separate venv and `pip install -e '.[sae]'` there (see docs/features.md)")
 
@@ -62,7 +73,8 @@ def _batches_of(reader: ShardReader, names: list[str], batch_size: int) -> Itera
 
 
 def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_size: int = 1024, lr: float = 3e-4,
-              architecture: str = "topk", device: str = "cpu", seed: int = 0) -> Any:
+              architecture: str = "topk", device: str = "cpu", seed: int = 0, history: list[LossPoint] | None = None,
+              log_every: int = 50) -> Any:
     """Train an SAELens SAE on the activations in ``folder`` (written by ``stream_activations``).
 
     Args:
@@ -75,6 +87,8 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
             a top-k over the whole batch, slow on CPU).
         device: torch device.
         seed: torch seed (SAE initialisation) and shard order.
+        history: if given, a :class:`LossPoint` is appended every ``log_every`` steps and at the last.
+        log_every: steps between recorded losses.
 
     Returns:
         The trained SAELens ``TrainingSAE`` (in eval mode).
@@ -85,7 +99,8 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
     """
     if architecture not in ARCHITECTURES:
         raise ValueError(f"architecture {architecture!r}: use one of {ARCHITECTURES}")
-    for name, value in (("d_sae", d_sae), ("k", k), ("steps", steps), ("batch_size", batch_size)):
+    for name, value in (("d_sae", d_sae), ("k", k), ("steps", steps), ("batch_size", batch_size),
+                        ("log_every", log_every)):
         if int(value) < 1:
             raise ValueError(f"train_sae: {name} must be positive, got {value}")
     reader = ShardReader(pathlib.Path(folder))
@@ -105,11 +120,29 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
         device=device, n_checkpoints=0, checkpoint_path=None, save_final_checkpoint=False,
         logger=LoggingConfig(log_to_wandb=False, eval_every_n_wandb_logs=2**31 - 1),
         dead_feature_window=1000, feature_sampling_window=2000, n_batches_for_norm_estimate=10)
-    trainer = SAETrainer(cfg=config, sae=sae, data_provider=shard_batches(folder, batch_size, device, seed),
+    trainer = _recording_trainer(SAETrainer, history, log_every, steps)(cfg=config, sae=sae, data_provider=shard_batches(folder, batch_size, device, seed),
                          save_checkpoint_fn=lambda path: None)
     trainer.fit()
     sae.eval()
     return sae
+
+
+def _recording_trainer(base: type, history: list[LossPoint] | None, every: int, steps: int) -> type:
+    """``base`` (SAELens' ``SAETrainer``) whose ``step`` also appends the loss to ``history``."""
+    if history is None:
+        return base
+
+    class Recording(base):  # type: ignore[misc, valid-type]
+        def step(self, batch):
+            output = super().step(batch)
+            done = self.n_training_steps + 1
+            if done % every == 0 or done == steps:
+                history.append(LossPoint(done, float(output.loss.item()),
+                                         {name: float(value.item()) if hasattr(value, "item") else float(value)
+                                          for name, value in output.losses.items()}))
+            return output
+
+    return Recording
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

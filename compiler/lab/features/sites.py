@@ -173,7 +173,7 @@ class _Runner(CompiledTransformer):
                 if layer.heads:
                     x = read(stream, step.reads)
                     out_width = len(step.writes) if projection is not None else width
-                    delta, _ = self._attention(module, layer, x, mask, out_width)
+                    delta, _ = self._attention(module, layer, x, mask, out_width, self._get)
                     stream = stream + write(delta, step.writes)
             elif layer.w_in.shape[1]:
                 x = read(stream, step.reads)

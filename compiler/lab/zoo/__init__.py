@@ -4,9 +4,12 @@ Modules in reading order:
 
 * ``config`` — ``ZooConfig``, the knobs of a run, checked up front.
 * ``sampling`` — draw program ``i`` (random or library) as source text; ``rebuild`` it.
-* ``variants`` — compile a program unoptimised, optimised, or compressed analytically.
+* ``variants`` — compile a program unoptimised, optimised, compressed (analytic or GD), or
+  reparametrised.
 * ``weights`` — the weights as dense tensors in safetensors bytes; a numpy forward over them.
-* ``describe`` — the compiled graph with tabulated functions, and where each s-op is computed.
+* ``describe`` — the compiled graph with tabulated functions, where each s-op is computed, and
+  the structural circuit.
+* ``verify`` — the circuit checked on a record's own weights by activation patching.
 * ``records`` — one program's rows (``SCHEMA``), failures included.
 * ``shards`` — the dataset folder: ``zoo.json`` and atomically written Parquet shards.
 * ``engines`` — local worker processes or Ray; per-program time and memory limits.

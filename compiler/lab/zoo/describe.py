@@ -32,6 +32,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from compiler.errors import UnsupportedProgramError
 from compiler.lab.circuits.components import network
 from compiler.lab.circuits.structural import structural_edges, variable_of
 from compiler.model.compiled_model import CompiledModel
@@ -187,6 +188,18 @@ def _absorbed(graph: nx.DiGraph) -> dict[str, str]:
     return into
 
 
+def _kind(graph: nx.DiGraph, expr: rasp.SOp) -> tuple[str, bool]:
+    """(kind, embedded) of an s-op: the kind the compiler gives its type; for a type it rewrites
+    before tracing (e.g. SumAggregate), the kind of the node it became, else its class name."""
+    try:
+        kind = g.expression_kind(expr)
+    except UnsupportedProgramError:
+        if expr.label not in graph:
+            return type(expr).__name__, False
+        kind = graph.nodes[expr.label][nodes.KIND]
+    return kind.value, kind.embedded
+
+
 def placements(model: CompiledModel, program: rasp.SOp) -> list[Placement]:
     """Every s-op of `program` (children first) with the heads and MLPs that compute it."""
     graph = model.graph
@@ -197,15 +210,15 @@ def placements(model: CompiledModel, program: rasp.SOp) -> list[Placement]:
         if not isinstance(expr, rasp.SOp):
             continue
         label = expr.label
-        kind = g.expression_kind(expr)
+        kind, embedded = _kind(graph, expr)
         heads, mlps = writers.get(label, (set(), set())) if label in graph else (set(), set())
         out.append(Placement(
             label=label,
-            kind=kind.value,
+            kind=kind,
             encoding="numerical" if rasp.is_numerical(expr) else "categorical",
             heads=tuple(sorted(heads)),
             mlps=tuple(sorted(mlps)),
-            embedded=label in graph and kind.embedded,
+            embedded=label in graph and embedded,
             absorbed_into=None if label in graph else absorbed.get(label),
         ))
     return out

@@ -40,8 +40,12 @@ Rows = list[dict[str, Any]]
 Task = Callable[[ZooConfig, int], Rows]
 
 
-class ProgramTimeout(Exception):
-    """Raised inside a worker when one program exceeds its time."""
+class ProgramTimeout(BaseException):
+    """Raised inside a worker when one program exceeds its time.
+
+    A `BaseException`, so that the per-variant `except Exception` of the record code lets it
+    through to `program_task` (as an `Exception` it was recorded as an `error` of whichever
+    variant was running, found by the 10,000-program run)."""
 
 
 def _virtual_memory() -> int | None:

@@ -4,8 +4,14 @@
 program that cannot be drawn, compiled or checked still gives its rows, with `status` saying why
 and the model columns empty; nothing raises. Statuses:
 
-* `ok` — the record holds the model; for `unoptimised` / `optimised` the stored weights,
-  run by `compiler.lab.zoo.weights.forward`, give the stored RASP outputs on every stored input.
+* `ok` — the record holds the model; for the exact variants (`unoptimised`, `optimised`,
+  `reparametrised`) the stored weights, run by `compiler.lab.zoo.weights.forward`, give the
+  stored RASP outputs on every stored input. `compressed` and `gd` need not be exact: their
+  `compression` column says whether they were on the stored inputs (and, for gd, its accuracy).
+
+A record's `circuit` is the structural circuit of the model it comes from; `circuit_check` is that
+circuit and the measured one checked on the record's own weights (`compiler.lab.zoo.verify`):
+always for `reparametrised` and `gd`, for every variant with `ZooConfig.measure_circuits`.
 * `refused` — the compiler refused the program (`CompilerError`: the reason is in `error`).
 * `untested` — the RASP evaluator rejects every sampled input (e.g. a categorical Aggregate
   that always selects different values), so there is no ground truth to store.
@@ -19,6 +25,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from compiler.errors import CausalSemanticsWarning, CompilerError
@@ -27,12 +34,15 @@ from compiler.lab.zoo import weights as zoo_weights
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.describe import circuit, graph_json, placements, to_json
 from compiler.lab.zoo.sampling import ProgramDraw, SamplingError, draw, rebuild
-from compiler.lab.zoo.variants import VariantModel, compile_variants
+from compiler.lab.zoo.variants import VariantModel, compile_variants, variant_seed
+from compiler.lab.zoo.verify import check_circuit
 from rasp import rasp
 
 OK, REFUSED, UNTESTED, MISMATCH, ERROR, TIMEOUT, MEMORY = (
     "ok", "refused", "untested", "mismatch", "error", "timeout", "memory",
 )
+# Variants whose circuit is carried over from another model: always checked on their own weights.
+CHECKED = ("reparametrised", "gd")
 
 _PLACEMENT = pa.struct([
     ("label", pa.string()),
@@ -67,11 +77,13 @@ SCHEMA = pa.schema([
     ("graph", pa.string()),
     ("sops", pa.list_(_PLACEMENT)),
     ("circuit", pa.list_(_EDGE)),
+    ("circuit_check", pa.string()),
     ("residual_labels", pa.list_(pa.string())),
     ("layers", pa.int32()),
     ("residual_dim", pa.int32()),
     ("d_model", pa.int32()),
     ("compression", pa.string()),
+    ("reparametrisation", pa.string()),
     ("weights", pa.binary()),
     ("weights_sha256", pa.string()),
 ])
@@ -113,12 +125,16 @@ def ground_truth(program: rasp.SOp, found: ProgramDraw, config: ZooConfig) -> tu
     return kept, outputs
 
 
+def input_ids(built: VariantModel, inputs: list[list]) -> np.ndarray:
+    """`[B, T]` token ids of `inputs`: BOS first, PAD after the end of each."""
+    encoder = built.model.input_encoder
+    return encoder.encode_batch([[encoder.bos, *xs] for xs in inputs])
+
+
 def run_weights(built: VariantModel, data: bytes, inputs: list[list]) -> list[list]:
     """Decoded outputs of the stored bytes on `inputs` (BOS position dropped)."""
     tensors, metadata = zoo_weights.from_bytes(data)
-    encoder = built.model.input_encoder
-    ids = encoder.encode_batch([[encoder.bos, *xs] for xs in inputs])
-    out = zoo_weights.forward(tensors, metadata, ids)
+    out = zoo_weights.forward(tensors, metadata, input_ids(built, inputs))
     decode = built.model.output_encoder.decode
     return [decode(out[row])[1 : len(xs) + 1] for row, xs in enumerate(inputs)]
 
@@ -128,7 +144,7 @@ def _agrees(got: list[list], want: list[list]) -> bool:
 
 
 def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inputs: list[list],
-               outputs: list[list]) -> dict[str, Any]:
+               outputs: list[list], measure_circuits: bool = False) -> dict[str, Any]:
     model = built.model
     data = zoo_weights.to_bytes(built.tensors, zoo_weights.forward_metadata(model))
     got = run_weights(built, data, inputs)
@@ -136,13 +152,19 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
     compression = None
     if built.compression is not None:
         compression = to_json({**built.compression, "exact_on_inputs": exact})
-    elif not exact:
+    if built.exact and not exact:
         bad = next(i for i, (g, w) in enumerate(zip(got, outputs)) if not _agrees([g], [w]))
         row.update(status=MISMATCH, error=f"input {inputs[bad]!r}: weights give {got[bad]!r}, RASP {outputs[bad]!r}")
         return row
     encoder = model.input_encoder
     id_order = sorted(encoder.token_to_id.items(), key=lambda item: item[1])
     values = model.output_encoder.values
+    edges = circuit(model)
+    check = None
+    if measure_circuits or built.variant in CHECKED:
+        net = built.stored_network()
+        names = {f"{edge['src']} -> {edge['dst']}" for edge in edges}
+        check = check_circuit(net, np.array([e.name in names for e in net.edges], bool), input_ids(built, inputs))
     row.update(
         status=OK,
         program_label=program.label,
@@ -150,12 +172,15 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
         output_values=None if values is None else to_json(list(values)),
         graph=graph_json(model),
         sops=[p.as_row() for p in placements(model, program)],
-        circuit=circuit(model),
-        residual_labels=list(model.residual_labels),
+        circuit=edges,
+        circuit_check=None if check is None else to_json(check),
+        # A reparametrised stream is rotated: no direction carries one label.
+        residual_labels=None if built.reparametrisation is not None else list(model.residual_labels),
         layers=len(model.config.layers) // 2,
         residual_dim=int(model.config.residual_width),
         d_model=built.d_model,
         compression=compression,
+        reparametrisation=None if built.reparametrisation is None else to_json(built.reparametrisation),
         weights=data,
         weights_sha256=zoo_weights.sha256(data),
     )
@@ -184,7 +209,8 @@ def _records(config: ZooConfig, found: ProgramDraw) -> list[dict[str, Any]]:
         return [dict(row, status=UNTESTED, error="the RASP evaluator rejects every sampled input") for row in rows.values()]
     for row in rows.values():
         row.update(inputs=to_json(inputs), outputs=to_json(outputs))
-    built = compile_variants(program, found.vocab, found.max_seq_len, config.variants, config.causal)
+    built = compile_variants(program, found.vocab, found.max_seq_len, config.variants, config.causal,
+                             seed=variant_seed(config.seed, found.index), gd_steps=config.gd_steps)
     for variant, result in built.items():
         row = rows[variant]
         if isinstance(result, CompilerError):
@@ -195,7 +221,7 @@ def _records(config: ZooConfig, found: ProgramDraw) -> list[dict[str, Any]]:
             row.update(error=_describe(result))
         else:
             try:
-                _model_row(row, result, program, inputs, outputs)
+                _model_row(row, result, program, inputs, outputs, config.measure_circuits)
             except MemoryError as error:
                 row.update(status=MEMORY, error=_describe(error))
             except Exception as error:  # noqa: BLE001 - recorded per variant

@@ -1,4 +1,4 @@
-"""The model variants of one program: compiled literally, optimised, or compressed analytically.
+"""The model variants of one program: compiled literally, optimised, compressed, reparametrised.
 
 * `unoptimised`: `compile_rasp(..., optimize=False)`, one block per s-op (Tracr's layout).
 * `optimised`: `compile_rasp(...)` with every optimisation pass.
@@ -7,16 +7,34 @@
   full-margin code (`packed_width`, at most D), folded into the weights
   (`compiler.lab.zoo.weights.fold_projection`). Its interference bound says whether it is exact
   on every input (`claims_exact`); the record also says whether it was exact on its inputs.
+* `reparametrised`: the optimised model with weights that look trained and the same function:
+  `compiler.lab.circuits.variants.reparametrise` (a random rotation of the residual basis,
+  random invertible maps inside every head's QK and OV products, a permutation and positive
+  rescaling of ReLU neurons) applied to its `Network`, written back by
+  `compiler.lab.zoo.weights.network_tensors`. Its seed is `variant_seed(seed, index)`.
+* `gd`: the optimised model through a projection learned by gradient descent: the analytic
+  projection at its smallest width exact against RASP on the whole input space
+  (`compiler.lab.circuits.variants.analytic_projection`), rotated randomly, perturbed and
+  retrained by `compression`'s trainer for at most `gd_steps` steps, stopping at the first exact
+  check (`gd_projection`), then folded into the weights. It may be inexact: its sequence accuracy
+  over the input space is recorded.
+
+The circuit of `reparametrised` and `gd` is the optimised model's (the components are the same);
+`VariantModel.net` is the variant's own network, on which the record re-verifies it
+(`compiler.lab.zoo.verify`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Hashable
 
 import numpy as np
 
 from compiler.compiling import compile_rasp
+from compiler.lab.circuits.components import Network, network
+from compiler.lab.circuits.variants import analytic_projection, gd_projection, reparametrise
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME
@@ -26,12 +44,21 @@ from rasp import rasp
 
 @dataclasses.dataclass(frozen=True)
 class VariantModel:
-    """One variant: the compiled model it comes from and the tensors a record stores."""
+    """One variant: the compiled model it comes from, the tensors a record stores, and what
+    makes those tensors of the model (a projection, or a reparametrised network)."""
 
     variant: str
     model: CompiledModel
     tensors: dict[str, np.ndarray]
-    compression: dict | None = None  # compressed only: D, d, claims_exact
+    compression: dict | None = None  # compressed, gd: the projection's widths and claims
+    projection: np.ndarray | None = None  # compressed, gd: W `[D, d]`
+    net: Network | None = None  # reparametrised: the changed network
+    exact: bool = True  # the variant is meant to compute the program exactly (not compressed, gd)
+    reparametrisation: dict | None = None  # reparametrised: its seed and what was changed
+
+    def stored_network(self) -> Network:
+        """The network the stored tensors are (what the circuit check runs on)."""
+        return self.net if self.net is not None else network(self.model, self.projection)
 
     @property
     def d_model(self) -> int:
@@ -49,10 +76,39 @@ def compress(model: CompiledModel, seed: int = 0) -> tuple[np.ndarray, dict]:
     return w, info
 
 
+def variant_seed(seed: int, index: int) -> int:
+    """The seed of program `index`'s random variants in a zoo of seed `seed` (32 bits)."""
+    digest = hashlib.sha256(f"tracr-compile zoo variant {seed} {index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def reparametrised(base: CompiledModel, seed: int) -> VariantModel:
+    """`base` with its weights reparametrised (same function, see the module docstring)."""
+    net = reparametrise(network(base), seed)
+    info = {"seed": seed, "changes": ["residual rotation", "per-head invertible QK and OV maps",
+                                      "ReLU neuron permutation and positive rescaling"]}
+    return VariantModel("reparametrised", base, zoo_weights.network_tensors(net), net=net, reparametrisation=info)
+
+
+def learned(base: CompiledModel, program: rasp.SOp, seed: int, steps: int) -> VariantModel:
+    """`base` through a GD-learned projection (see the module docstring); may be inexact."""
+    start, start_note, _ = analytic_projection(base, program)
+    w, note, accuracy = gd_projection(base, program, start, steps=steps, seed=seed)
+    info = {"method": "gd", "residual_dim": int(base.config.residual_width), "d": int(w.shape[1]),
+            "start": start_note, "steps_budget": steps, "seed": seed, "note": note,
+            "sequence_accuracy": accuracy, "exact_on_input_space": accuracy == 1.0}
+    tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
+    return VariantModel("gd", base, tensors, info, projection=w, exact=False)
+
+
 def compile_variants(
-    program: rasp.SOp, vocab: tuple[Hashable, ...], max_seq_len: int, variants: tuple[str, ...], causal: bool = False
+    program: rasp.SOp, vocab: tuple[Hashable, ...], max_seq_len: int, variants: tuple[str, ...], causal: bool = False,
+    seed: int = 0, gd_steps: int = 300,
 ) -> dict[str, VariantModel | BaseException]:
-    """Each requested variant, or the exception that stopped it (each compiled at most once)."""
+    """Each requested variant, or the exception that stopped it (each compiled at most once).
+
+    `seed` seeds the random variants (reparametrised, gd); `gd_steps` is the GD budget.
+    """
     compiled: dict[bool, CompiledModel | BaseException] = {}
 
     def model(optimize: bool) -> CompiledModel:
@@ -73,7 +129,11 @@ def compile_variants(
                 base = model(True)
                 w, info = compress(base)
                 tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
-                out[variant] = VariantModel(variant, base, tensors, info)
+                out[variant] = VariantModel(variant, base, tensors, info, projection=w, exact=False)
+            elif variant == "reparametrised":
+                out[variant] = reparametrised(model(True), seed)
+            elif variant == "gd":
+                out[variant] = learned(model(True), program, seed, gd_steps)
             else:
                 base = model(variant == "optimised")
                 out[variant] = VariantModel(variant, base, zoo_weights.dense_tensors(base))

@@ -12,6 +12,11 @@ with a d-dimensional residual stream: every tensor that writes the stream (embed
 `w_out`) is multiplied by `W` on the right, every tensor that reads it (`_q`, `_k`, `_v`, `w_in`,
 `w_u`) by `Wᵀ` on the left. `W` itself is kept as the tensor `projection`.
 
+A reparametrised record comes from a `compiler.lab.circuits.components.Network` (the form
+`compiler.lab.circuits.variants.reparametrise` works on): `network_tensors` writes a network back
+under the same names. Its heads keep the network's padding (every head of a layer as wide as the
+widest), which the reparametrisation's per-head maps fill in.
+
 The header's `__metadata__` holds `zoo_model`: JSON with what the forward pass needs besides the
 tensors (`causal`, `bos_id`, `pad_id`, `numerical_output`, the activation of every MLP).
 `forward` runs those bytes in numpy, so a stored record is checked on exactly the weights it
@@ -28,6 +33,7 @@ import numpy as np
 import safetensors.numpy
 
 from compiler.io.files import model_tensors, safetensors_bytes
+from compiler.lab.circuits.components import AttentionLayer, Network
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MASKED_LOGIT, MODULE_NAME, MLPSpec
 from craft.blocks import activate
@@ -43,6 +49,30 @@ _MLP = re.compile(rf"^{MODULE_NAME}/layer_(\d+)/w_(in|out)$")
 def dense_tensors(model: CompiledModel) -> dict[str, np.ndarray]:
     """The model's weights as dense float32 matrices over the residual stream."""
     return model_tensors(model, "dense")
+
+
+def network_tensors(net: Network) -> dict[str, np.ndarray]:
+    """A network's weights under the record's tensor names (sub-layer indices from its sources).
+
+    Empty sub-layers (an attention layer without heads, an MLP without neurons) are absent from
+    a network and so from the result; `forward` skips a sub-layer that has no tensors.
+    """
+    prefix = MODULE_NAME
+    tensors = {f"{prefix}/embed/token": net.tok_embed, f"{prefix}/embed/position": net.pos_embed,
+               f"{prefix}/unembed/w_u": net.unembed}
+    writers = iter(net.sources[2:])  # after the two embeddings: heads and MLPs in layer order
+    for layer in net.layers:
+        if isinstance(layer, AttentionLayer):
+            heads = [next(writers) for _ in range(len(layer.w_q))]
+            index = 2 * heads[0].block
+            for h, source in enumerate(heads):
+                for part, stack in zip("qkvo", (layer.w_q, layer.w_k, layer.w_v, layer.w_o)):
+                    tensors[f"{prefix}/layer_{index}/head_{source.head}_{part}"] = stack[h]
+        else:
+            index = 2 * next(writers).block + 1
+            tensors[f"{prefix}/layer_{index}/w_in"] = layer.w_in
+            tensors[f"{prefix}/layer_{index}/w_out"] = layer.w_out
+    return {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in tensors.items()}
 
 
 def fold_projection(tensors: dict[str, np.ndarray], w: np.ndarray) -> dict[str, np.ndarray]:

@@ -61,7 +61,11 @@ def test_adapter_trains_a_tiny_sae_on_the_shards_and_metrics_match_sae_lens(shar
     reader = ShardReader(folder)
     occurring, dense_range = data_profile(reader.batches(1024, ("code_index", "dense_codes")), dictionary.num_features)
     truth = ground_truth(dictionary, occurring, dense_range)
-    sae = train_sae(folder, d_sae=len(truth.labels) + 4, k=4, steps=8, batch_size=256, lr=1e-3)
+    curve = []
+    sae = train_sae(folder, d_sae=len(truth.labels) + 4, k=4, steps=8, batch_size=256, lr=1e-3, history=curve,
+                    log_every=3)
+    assert [point.step for point in curve] == [3, 6, 8]
+    assert all(np.isfinite(point.loss) and point.loss > 0 and "mse_loss" in point.parts for point in curve)
     assert sae.W_dec.shape == (len(truth.labels) + 4, reader.meta["width"])
     coder = TorchCoder(sae)
     batch = next(reader.batches(2048, ("activations", "code_index", "code_value", "dense_codes")))

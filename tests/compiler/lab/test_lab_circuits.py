@@ -12,7 +12,7 @@ from compiler.examples import EXAMPLES
 from compiler.lab.circuits.ablation import InputDistribution
 from compiler.lab.circuits.components import Component, MLPLayer, Network, Port, network
 from compiler.lab.circuits.measure import measure_circuit, setup
-from compiler.lab.circuits.methods import eap_scores, edge_patching_scores
+from compiler.lab.circuits.methods import SHARP, eap_scores, edge_patching_scores
 from compiler.lab.circuits.patching import forward, source_outputs
 from compiler.lab.circuits.pipeline import measured
 from compiler.lab.circuits.record import CircuitRecord
@@ -145,6 +145,21 @@ def test_edge_patching_recovers_the_exact_circuit_and_eap_scores_every_edge(reve
     assert eap.shape == truth.shape and np.all(np.isfinite(eap))
 
 
+def test_sharpened_divergence_ranks_the_zero_ablation_circuit_perfectly():
+    """Random program 0: zero-ablating the tokens' edge into MLP 1 turns logits [1, 0] into
+    [4, 1] (same answer, sharper softmax), a larger KL at inverse temperature 1 than the
+    circuit edges that flip 40 outputs to "none" ([1, 0] -> [0, 0]). At SHARP the ranking is exact."""
+    from compiler.fuzzing.program_spec import build
+    from compiler.fuzzing.random_programs import generate
+
+    program = build(generate(0, 3, (1, 2, 3), 4)).named("fuzz0")
+    model = compile_rasp(program, {1, 2, 3}, 4)
+    s = setup(network(model), InputDistribution(48, seed=0).ids(model), "zero")
+    truth = measure_circuit(s).circuit
+    assert score(edge_patching_scores(s), truth).roc_auc < 0.95
+    assert score(edge_patching_scores(s, sharpness=SHARP), truth).roc_auc == 1.0
+
+
 @pytest.mark.parametrize("variant", ["e", pytest.param("b", marks=pytest.mark.slow), pytest.param("b+e", marks=pytest.mark.slow),
                                      pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow)])
 def test_variants_keep_the_outputs(variant, frac_prevs):
@@ -218,3 +233,20 @@ def test_cli_writes_the_record_and_the_picture(tmp_path, capsys):
     assert "2 of 9 edges" in capsys.readouterr().out
     assert main(["circuit", "--example", "frac_prevs", "--ablation", "half", "--out", str(out)]) == 2
     assert "unknown ablation 'half'" in capsys.readouterr().err
+
+
+def test_variant_width_fraction_is_parsed_and_checked():
+    from compiler.lab.circuits.variants import parse, squeeze
+
+    assert parse("c@0.6") == ("c",) and squeeze("c@0.6") == 0.6
+    assert parse("b@0.5+e") == ("b", "e") and squeeze("b+e") == 1.0
+    for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5"):
+        with pytest.raises(ValueError, match="variant"):
+            parse(bad)
+
+
+def test_numerical_tolerance_merges_float_twins():
+    from compiler.lab.circuits.components import half_smallest_gap
+
+    assert half_smallest_gap([0.3, 0.1 + 0.2, 0.5, 1]) == pytest.approx(0.1)
+    assert half_smallest_gap([2]) == 0.5 and half_smallest_gap(["a", 1, 3]) == 1.0

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from compiler import compile_rasp
-from compiler.errors import CompilerError
+from compiler.errors import CompilerError, InvalidInputError
 from compiler.examples import EXAMPLES
 from compiler.fuzzing import numpy_forward, random_programs
 from compiler.fuzzing.differential import run_model, same_value
 from compiler.fuzzing.driver import SETTINGS
 from compiler.fuzzing.program_spec import build
 from compiler.passes.reuse import SEPARATOR
-from rasp import rasp
+from rasp import lib, rasp
 
 SIZE = 5
 
@@ -117,3 +117,9 @@ def test_two_hundred_fuzz_programs_stay_exact(causal):
             continue  # refused programs are the fuzz pass's business, not this pass's
         checked += 1
     assert checked >= 100
+
+
+def test_reuse_refused_for_loops():
+    """A loop's iterations share one block of layers, so its slots cannot change owner: refused early."""
+    with pytest.raises(InvalidInputError, match="reuse_residual"):
+        compile_rasp(lib.make_parity_loop(3), {0, 1}, 4, reuse_residual=True)

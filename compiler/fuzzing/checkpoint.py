@@ -1,0 +1,85 @@
+"""Save and resume a fuzz run: its per-program results in one JSON file, written atomically.
+
+A run of 10,000 programs takes hours on a shared machine; a killed run must not lose what it
+has checked. The driver rewrites the file every few programs through the atomic writer it is
+given (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`; this package sits
+beside `compiler.io` and does not import it), so a reader (or a resumed run) always sees a
+complete earlier version. A resumed run keeps the
+stored results of the same settings and checks only the programs that are missing; `redo`
+drops stored results whose reason matches, so a fix can be re-checked on exactly the programs
+it affects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from compiler.errors import CompilerError
+from compiler.fuzzing.differential import Outcome
+
+# write_text(path, text): replaces the file at once (a reader never sees a partial file).
+TextWriter = Callable[[Path, str], object]
+
+FORMAT = 1
+
+
+def settings_key(options: Any) -> dict[str, Any]:
+    """The options that decide which programs and inputs a run checks (JSON-ready)."""
+    return {
+        "format": FORMAT,
+        "seed": options.seed,
+        "inputs": options.inputs,
+        "jax_every": options.jax_every,
+        "settings": [[[repr(token) for token in vocab], length] for vocab, length in options.settings],
+    }
+
+
+def save(path: Path, options: Any, results: Iterable[Any], write_text: TextWriter) -> None:
+    """Write every result (a `driver.ProgramResult`) to `path` with the atomic `write_text`, in
+    program order."""
+    rows = [dataclasses.asdict(result) for result in sorted(results, key=lambda r: r.index)]
+    text = json.dumps({"settings": settings_key(options), "results": rows}, separators=(",", ":"))
+    write_text(path, text + "\n")
+
+
+def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) -> dict[int, Any]:
+    """Stored results of `path` by program index, minus those whose outcome matches `redo`.
+
+    Args:
+      path: the results file; a missing file gives no results.
+      options: the run's `driver.Options`; the file must have been written with the same seed,
+        inputs, JAX share and settings.
+      result_type: `driver.ProgramResult` (passed in: this module sits below the driver).
+      redo: substrings; a stored program with an outcome whose status or reason contains one
+        of them is dropped, so the run checks it again.
+
+    Raises:
+      CompilerError: the file is not a results file, or was written with other settings.
+    """
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        stored_settings, rows = data["settings"], data["results"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CompilerError(
+            f"{path}: not a fuzz results file ({error}); give another --results path or remove it"
+        ) from None
+    if stored_settings != settings_key(options):
+        raise CompilerError(
+            f"{path} holds a run with other settings ({stored_settings}); resume it with the same "
+            "--seed, --inputs, --jax-every and --settings, or give another --results path"
+        )
+    results = {}
+    for row in rows:
+        outcomes = tuple(Outcome(**outcome) for outcome in row["outcomes"])
+        if any(text in outcome.status or text in outcome.reason for text in redo for outcome in outcomes):
+            continue
+        results[row["index"]] = result_type(
+            row["index"], row["size"], row["setting"], outcomes, tuple(row["failure_files"])
+        )
+    return results
