@@ -6,7 +6,8 @@ product `[tokens, rows] @ M`, `M` dense when it is at least `DENSE_FROM` full, e
 `jax.experimental.sparse.BCOO` matrix of its non-zeros; per head the two attention products
 (`q @ kᵀ` and `pattern @ v`) over its widths. No gathers into the residual stream, no softmax,
 no masks: the time of this chain is what the weights cost, and `warm / floor` says how far the
-real forward pass is from it.
+real forward pass is from it. Each time is given twice: wall-clock seconds and the process's CPU
+seconds (`median_times`); on a shared machine the CPU ratio is the one to trust.
 
     python benchmarks/floor.py --examples sort,hist --sizes 25,50
 """
@@ -75,16 +76,32 @@ def floor_function(model, batch: int, length: int) -> tuple[Callable[[], jax.Arr
     return jax.jit(run), (x, matrices)
 
 
-def floor_seconds(model, batch: int, length: int, repeats: int = 5) -> float:
-    """Median seconds of the chain (after one call that compiles it)."""
+def median_times(call: Callable[[], object], repeats: int = 5) -> tuple[float, float]:
+    """`(wall, cpu)`: median wall-clock seconds and median process CPU seconds (every thread of
+    the process, `time.process_time`) of `repeats` calls of `call`, whose result is waited for.
+
+    On a machine shared with other jobs the wall clock measures the load as much as the work;
+    the CPU seconds are close to what the call costs on an idle machine (summed over cores).
+    """
+    walls, cpus = [], []
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        jax.block_until_ready(call())
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def floor_times(model, batch: int, length: int, repeats: int = 5) -> tuple[float, float]:
+    """`(wall, cpu)` median seconds of the chain (`median_times`, after one call that compiles it)."""
     run, arguments = floor_function(model, batch, length)
     jax.block_until_ready(run(*arguments))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(run(*arguments))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_times(lambda: run(*arguments), repeats)
+
+
+def floor_seconds(model, batch: int, length: int, repeats: int = 5) -> float:
+    """Median wall-clock seconds of the chain (after one call that compiles it)."""
+    return floor_times(model, batch, length, repeats)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="25", help="comma list of vocab size = max_seq_len")
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args(argv)
-    print(f"{'example':<15} {'setting':>7} {'warm_s':>8} {'floor_s':>8} {'ratio':>6}")
+    print(f"{'example':<15} {'setting':>7} {'warm_s':>8} {'floor_s':>8} {'ratio':>6} {'warm_cpu':>8} {'floor_cpu':>9} {'cpu_ratio':>9}")
     for size in (int(s) for s in args.sizes.split(",")):
         for name in args.examples.split(","):
             example = EXAMPLES[name]
@@ -101,14 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             model = compile_rasp(example.build(size), vocab, size)
             ids = np.full((args.batch, size + 1), model.input_encoder.bos_id, dtype=np.int32)
             model.warmup(args.batch)
-            times = []
-            for _ in range(5):
-                start = time.perf_counter()
-                jax.block_until_ready(model.run(ids).output)
-                times.append(time.perf_counter() - start)
-            warm = statistics.median(times)
-            floor = floor_seconds(model, args.batch, size + 1)
-            print(f"{name:<15} {size:>3}/{size:<3} {warm:>8.3f} {floor:>8.3f} {warm / floor:>6.2f}", flush=True)
+            warm, warm_cpu = median_times(lambda: model.run(ids).output)
+            floor, floor_cpu = floor_times(model, args.batch, size + 1)
+            print(
+                f"{name:<15} {size:>3}/{size:<3} {warm:>8.3f} {floor:>8.3f} {warm / floor:>6.2f} "
+                f"{warm_cpu:>8.3f} {floor_cpu:>9.3f} {warm_cpu / floor_cpu:>9.2f}",
+                flush=True,
+            )
     return 0
 
 

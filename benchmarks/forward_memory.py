@@ -6,7 +6,9 @@ the batch added), XLA's own account of the executable (arguments + outputs + tem
 from `jitted.lower(...).compile().memory_analysis()`), the first call's seconds (trace + XLA
 compile + run) and the median of later calls, the floor (`benchmarks/floor.py`: one dense or
 sparse matmul chain over the same non-zeros, measured in the same process) and warm / floor,
-and how many weights run in each form (`compiler.model.forms`).
+the same three in process CPU seconds (`cpu_s`, `floor_cpu`, `cpu_ratio`: on a machine shared
+with other jobs the wall clock measures the load, the CPU seconds the work), and how many
+weights run in each form (`compiler.model.forms`).
 
     python benchmarks/forward_memory.py                       # sort 50/50, batch 64
     python benchmarks/forward_memory.py --examples sort,reverse --sizes 25,50 --batch 64
@@ -32,7 +34,7 @@ import json, resource, statistics, sys, time
 sys.path.insert(0, {root!r})
 import collections
 import jax, jax.numpy as jnp, numpy as np
-from benchmarks.floor import floor_seconds
+from benchmarks.floor import floor_times, median_times
 from compiler import compile_rasp
 from compiler.examples import EXAMPLES
 from compiler.fuzzing.differential import same_value
@@ -53,12 +55,8 @@ start = time.perf_counter()
 jax.block_until_ready(model.forward(model.params, ids).output)
 first = time.perf_counter() - start
 after_forward = rss_mb()
-times = []
-for _ in range(5):
-    start = time.perf_counter()
-    jax.block_until_ready(model.forward(model.params, ids).output)
-    times.append(time.perf_counter() - start)
-floor = floor_seconds(model, {batch}, {size} + 1) if {floor} else float('nan')
+warm, warm_cpu = median_times(lambda: model.forward(model.params, ids).output)
+floor, floor_cpu = floor_times(model, {batch}, {size} + 1) if {floor} else (float('nan'), float('nan'))
 decoded = model.apply_batch(batch)
 match = sum(
     all(same_value(g, w) for g, w in zip(got[1:], rasp.evaluate(program, row[1:])))
@@ -70,7 +68,8 @@ xla = analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis
 print(json.dumps(dict(
     width=model.config.residual_width, rss_compile=after_compile, rss_forward=after_forward,
     xla_mb=xla / 2**20, temp_mb=analysis.temp_size_in_bytes / 2**20, first_s=first,
-    warm_s=statistics.median(times), floor_s=floor, ratio=statistics.median(times) / floor,
+    warm_s=warm, floor_s=floor, ratio=warm / floor, cpu_s=warm_cpu, floor_cpu=floor_cpu,
+    cpu_ratio=warm_cpu / floor_cpu,
     match=match, forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
 """
 
@@ -78,6 +77,7 @@ COLUMNS = (
     ("example", "{:<15}"), ("setting", "{:>7}"), ("width", "{:>6}"), ("rss_compile", "{:>11.0f}"),
     ("rss_forward", "{:>11.0f}"), ("xla_mb", "{:>8.0f}"), ("temp_mb", "{:>8.0f}"),
     ("first_s", "{:>8.2f}"), ("warm_s", "{:>8.3f}"), ("floor_s", "{:>8.3f}"), ("ratio", "{:>6.2f}"),
+    ("cpu_s", "{:>8.3f}"), ("floor_cpu", "{:>9.3f}"), ("cpu_ratio", "{:>9.2f}"),
     ("match", "{:>5.2f}"),
     ("forms", "  {}"),
 )
