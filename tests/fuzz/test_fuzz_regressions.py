@@ -211,6 +211,9 @@ def test_identity_map_of_dense_mean_is_an_exact_linear_layer():
     assert_exact(v5, vocab=["a", "b", "c"], max_seq_len=16, causal=True)
 
 
+# Experiment-sized (two compiles of dense means): slow; tests/compiler/test_numerical_maps.py
+# checks the measured bound in the default run.
+@pytest.mark.slow
 def test_square_of_dense_mean_compiles_within_bound_or_is_refused():
     v2 = rasp.numerical(rasp.Map(lambda x: {"a": 2.1, "b": 1 / 3, "c": -2.7}[x], rasp.tokens)).named("v2")
     v3 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ).named("v3")
