@@ -17,7 +17,11 @@ representative for the whole group (`TwinMerge`, the shortest-printing twin). It
 * the reader is an output of the program that nothing else reads (the copy itself as a
   read-out, a categorical Aggregate copying it, or a SequenceMap whose numerical results differ
   by float rounding only): the model then outputs a number that differs from the evaluator's by
-  float64 rounding (relative 1e-9 at most), less than a float32 output's own rounding error.
+  float64 rounding (relative 1e-9 at most), less than a float32 output's own rounding error; or
+* the reader is a SequenceMap whose results for the twins are twins again (one group of its
+  own value set) and whose only readers are copies that may merge that group in turn (decided
+  the same way, on the values before any merge), e.g. `x + y` read out through the copy of an
+  output that can be None.
 
 Twins are neighbouring values at most `numerical_mlp.TARGET_TOLERANCE` apart relative to their
 size (at least 1). A group whose readers do not all pass stays as it is (validation refuses
@@ -100,15 +104,15 @@ def merge_rounding_twins(
     """
     if not isinstance(program, rasp.RASPExpr):
         return program
+    readers = _Readers(graph, tuple(copy_functions))
     merges: dict[str, TwinMerge] = {}
     for label in graph.nodes:
-        expr = graph.nodes[label][nodes.EXPR]
-        if not (isinstance(expr, rasp.Map) and expr.f in copy_functions and rasp.is_categorical(expr)):
+        if not readers.is_copy(label):
             continue
         pairs = [
             (twin, representative(group))
-            for group in twin_groups(graph.nodes[expr.inner.label][nodes.VALUE_SET])
-            if _readers_allow(graph, label, group)
+            for group in readers.groups(graph.nodes[label][nodes.EXPR].inner.label)
+            if readers.allow(label, group)
             for twin in group
             if twin != representative(group)
         ]
@@ -130,57 +134,77 @@ def merge_rounding_twins(
     return current(program)
 
 
-def _readers_allow(graph: nx.DiGraph, label: str, group: tuple[Any, ...]) -> bool:
-    """Whether every reader of the copy `label` gives the twins of `group` the same result."""
-    readers = list(graph.successors(label))
-    if not readers:
-        return _lone_output(graph, label)
-    return all(_reader_allows(graph, reader, label, group) for reader in readers)
+class _Readers:
+    """Which twin groups each copy may merge, decided on the graph before any merge (so every
+    s-op's value set still holds both twins and the results they lead to)."""
 
+    def __init__(self, graph: nx.DiGraph, copy_functions: tuple[Callable[[Any], Any], ...]) -> None:
+        self.graph, self.copy_functions = graph, copy_functions
+        self._groups: dict[str, list[tuple[Any, ...]]] = {}
+        self._allowed: dict[tuple[str, tuple[Any, ...]], bool] = {}
 
-def _lone_output(graph: nx.DiGraph, label: str) -> bool:
-    """An output of the program that no other expression reads."""
-    return label in graph.graph[nodes.SINKS] and not any(True for _ in graph.successors(label))
+    def is_copy(self, label: str) -> bool:
+        expr = self.graph.nodes[label][nodes.EXPR]
+        return isinstance(expr, rasp.Map) and expr.f in self.copy_functions and rasp.is_categorical(expr)
 
+    def groups(self, label: str) -> list[tuple[Any, ...]]:
+        if label not in self._groups:
+            self._groups[label] = twin_groups(self.graph.nodes[label][nodes.VALUE_SET])
+        return self._groups[label]
 
-def _reader_allows(graph: nx.DiGraph, reader: str, label: str, group: tuple[Any, ...]) -> bool:
-    expr = graph.nodes[reader][nodes.EXPR]
-    if isinstance(expr, rasp.Aggregate):  # a categorical Aggregate copies the value it reads
-        return expr.sop.label == label and _lone_output(graph, reader)
-    if isinstance(expr, rasp.SequenceMap):
-        args, fn, loose = (expr.fst, expr.snd), expr.f, _lone_output(graph, reader)
-    elif isinstance(expr, rasp.Select):
-        predicate = expr.predicate
-        args, loose = (expr.keys, expr.queries), False
+    def allow(self, copy: str, group: tuple[Any, ...]) -> bool:
+        """Whether every reader of the copy `copy` gives the twins of `group` the same result."""
+        key = (copy, group)
+        if key not in self._allowed:
+            readers = list(self.graph.successors(copy))
+            self._allowed[key] = (
+                all(self._reader_allows(reader, copy, group) for reader in readers)
+                if readers else self.lone_output(copy)
+            )
+        return self._allowed[key]
 
-        def fn(key: Any, query: Any) -> bool:  # the evaluator reads a predicate's truth value
-            return bool(predicate(key, query))
-    else:
-        return False
-    for position, arg in enumerate(args):
-        if arg.label != label:
-            continue
-        other = args[1 - position].label
-        for value in graph.nodes[other][nodes.VALUE_SET]:
-            if not _same_results(fn, group, value, position, loose):
-                return False
-    return True
+    def lone_output(self, label: str) -> bool:
+        """An output of the program that no other expression reads."""
+        return label in self.graph.graph[nodes.SINKS] and not any(True for _ in self.graph.successors(label))
 
+    def _reader_allows(self, reader: str, copy: str, group: tuple[Any, ...]) -> bool:
+        expr = self.graph.nodes[reader][nodes.EXPR]
+        if isinstance(expr, rasp.Aggregate):  # a categorical Aggregate copies the value it reads
+            return expr.sop.label == copy and self.lone_output(reader)
+        if isinstance(expr, rasp.SequenceMap):
+            args, fn = (expr.fst, expr.snd), expr.f
+        elif isinstance(expr, rasp.Select):
+            predicate = expr.predicate
+            args = (expr.keys, expr.queries)
 
-def _same_results(fn: Callable[..., Any], group: tuple[Any, ...], other: Any, position: int, loose: bool) -> bool:
-    """Whether `fn` gives every twin of `group` (at argument `position`, `other` at the other)
-    the same result: equal and of one type, or, when `loose`, numbers within float rounding."""
-    try:
-        results = [fn(twin, other) if position == 0 else fn(other, twin) for twin in group]
-    except Exception:  # noqa: BLE001 - a user function that raises decides nothing here
-        return False
-    first = results[0]
-    for result in results[1:]:
-        if type(result) is type(first) and result == first:
-            continue
-        if loose and _is_number(first) and _is_number(result) and math.isfinite(first) and (
-            abs(result - first) <= TARGET_TOLERANCE * max(1.0, abs(first))
-        ):
-            continue
-        return False
-    return True
+            def fn(key: Any, query: Any) -> bool:  # the evaluator reads a predicate's truth value
+                return bool(predicate(key, query))
+        else:
+            return False
+        for position, arg in enumerate(args):
+            if arg.label != copy:
+                continue
+            for value in self.graph.nodes[args[1 - position].label][nodes.VALUE_SET]:
+                try:
+                    results = [fn(twin, value) if position == 0 else fn(value, twin) for twin in group]
+                except Exception:  # noqa: BLE001 - a user function that raises decides nothing here
+                    return False
+                if not self._same(reader, results, isinstance(expr, rasp.Select)):
+                    return False
+        return True
+
+    def _same(self, reader: str, results: list[Any], selector: bool) -> bool:
+        """Whether a reader's results for the twins of one group count as one result: equal and
+        of one type; numbers within float rounding where the reader is a lone output; or twins
+        themselves (all in one group of the reader's value set) where the reader is read only by
+        copies that may merge that group."""
+        first = results[0]
+        if all(type(r) is type(first) and r == first for r in results[1:]):
+            return True
+        if selector or not all(_is_number(r) and math.isfinite(r) for r in results):
+            return False
+        if self.lone_output(reader):
+            return max(results) - min(results) <= TARGET_TOLERANCE * max(1.0, *(abs(r) for r in results))
+        group = next((g for g in self.groups(reader) if all(r in g for r in results)), None)
+        readers = list(self.graph.successors(reader))
+        return group is not None and bool(readers) and all(self.is_copy(r) and self.allow(r, group) for r in readers)

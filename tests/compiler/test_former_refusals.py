@@ -53,6 +53,9 @@ def _programs() -> dict[str, rasp.SOp]:
         "float_rounding_twins_read_by_a_lookup": rasp.SequenceMap(
             lambda m, t: m > 0.0123 * t, share, rasp.tokens
         ).named("share_above"),
+        "float_rounding_twin_sums_read_out": rasp.numerical(
+            rasp.LinearSequenceMap(previous, share, 1, 1)
+        ).named("previous_plus_share"),
         "float_rounding_twins_read_out": rasp.numerical(
             rasp.Map(lambda m: None if m == 0 else 10 * m, share)
         ).named("share_or_none"),
@@ -95,6 +98,7 @@ SETTINGS = (
 # Second programs of a bucket (its first runs by default): in the slow run only.
 SECOND_OF_A_BUCKET = {
     "numerical_map_of_none_returning_none", "not_and_over_none_able_queries", "float_rounding_twins_read_out",
+    "float_rounding_twin_sums_read_out",
 }
 NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SECOND_OF_A_BUCKET else n for n in sorted(_programs())]
 

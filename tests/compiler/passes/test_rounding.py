@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compiler.passes.rounding import TwinMerge, representative, twin_groups
 from compiler.passes.validate import validate
-from rasp import rasp
+from rasp import lib, rasp
 
 VOCAB = [1, 2, 3]
 
@@ -50,3 +50,13 @@ def test_a_lookup_whose_result_depends_on_the_twins_stays_refused():
     above = rasp.SequenceMap(lambda m, t: m > 0.02 * t, _share(), rasp.tokens).named("above")
     (problem,) = validate(above, VOCAB, 32)
     assert "0.02 and 0.020000000000000004" in problem
+
+
+def test_twin_sums_read_out_through_a_copy_compile():
+    # share's copy feeds total = previous + share (numerical, None at position 0, so it is read
+    # out through a categorical copy): the twins' sums are twins of total, which the read-out
+    # merges in turn. Before: refused at max_seq_len 32 (0.061538461538461535 and
+    # 0.06153846153846155).
+    previous = lib.shift_by(1, rasp.tokens).named("previous")
+    total = rasp.numerical(rasp.LinearSequenceMap(previous, _share(), 1, 1)).named("total")
+    assert validate(total, VOCAB, 32) == []
