@@ -6,7 +6,8 @@
 2. ``graph``: trace it into a networkx graph (``relabel`` makes labels unique); ``NodeKind``
    and the graph queries every pass shares.
 3. ``values``: infer every s-op's value set (``positional`` keeps them per position);
-   ``readout`` reads a numerical output that can be None through a categorical copy.
+   ``readout`` reads a numerical output that can be None through a categorical copy;
+   ``rounding`` lets categorical copies merge float-rounding twins no reader tells apart.
 4. ``fuse``: fuse chains of elementwise operations.
 5. ``validate``: refuse what cannot be compiled exactly, with the reason (``selectors``
    normalises selectors; ``numerical_maps`` measures numerical Maps, reused by lowering).

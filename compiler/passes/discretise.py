@@ -26,8 +26,10 @@ from rasp import rasp
 CATEGORICAL_SUFFIX = "_categorical"
 
 
-def _identity(x: object) -> object:
-    """The discretising copy's function (a named function, so it prints readably)."""
+def copy_value(x: object) -> object:
+    """The function of the compiler's categorical copies (this pass's discretising copies and
+    `compiler.passes.readout`'s read-outs): the identity, named so it prints readably and so
+    `compiler.passes.rounding` can recognise the copies."""
     return x
 
 
@@ -115,7 +117,7 @@ def discretise_numerical_inputs(program: rasp.SOp) -> rasp.SOp:
             while label in labels:
                 label += "_"
             labels.add(label)
-            copy = rasp.Map(_identity, current(sop), simplify=False)
+            copy = rasp.Map(copy_value, current(sop), simplify=False)
             copies[id(sop)] = rasp.categorical(copy).named(label)
         return copies[id(sop)]
 

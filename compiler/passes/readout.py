@@ -19,17 +19,14 @@ import networkx as nx
 
 from compiler.passes import graph as g
 from compiler.passes import nodes
+from compiler.passes.discretise import copy_value
 from compiler.passes.joint_selectors import fill_absent
 from compiler.passes.outputs import Outputs, programs_of
+from compiler.passes.rounding import merge_rounding_twins
 from compiler.passes.values import infer_values
 from rasp import rasp
 
 NUMBER_SUFFIX = "_number"
-
-
-def _same(x: Any) -> Any:
-    """The categorical read-out's function (named, so it prints readably)."""
-    return x
 
 
 def none_readouts(program: rasp.RASPExpr, graph: nx.DiGraph) -> rasp.RASPExpr:
@@ -43,25 +40,26 @@ def none_readouts(program: rasp.RASPExpr, graph: nx.DiGraph) -> rasp.RASPExpr:
     for expr, label in zip(outputs, sinks):
         if g.has_none_flag(graph, label):
             number = rasp.annotate(expr, name=label + NUMBER_SUFFIX)
-            expr = rasp.categorical(rasp.Map(_same, number, simplify=False)).named(label)
+            expr = rasp.categorical(rasp.Map(copy_value, number, simplify=False)).named(label)
         rewritten.append(expr)
     return Outputs(tuple(rewritten)) if isinstance(program, Outputs) else rewritten[0]
 
 
 def trace_values(program: rasp.RASPExpr, vocab: Iterable[Any], max_seq_len: int) -> nx.DiGraph:
-    """`g.trace` and `infer_values` of `program`, after `joint_selectors.fill_absent` and
-    `none_readouts` (each needs the inferred values, so a rewrite is traced and inferred again)."""
+    """`g.trace` and `infer_values` of `program`, after `joint_selectors.fill_absent`,
+    `none_readouts` and `rounding.merge_rounding_twins` (each needs the inferred values, so a
+    rewrite is traced and inferred again)."""
     vocab = tuple(vocab)
     graph = g.trace(program)
     infer_values(graph, vocab, max_seq_len)
-    filled = fill_absent(program, graph)
-    if filled is not program:
-        program = filled
-        graph = g.trace(program)
-        infer_values(graph, vocab, max_seq_len)
-    readout = none_readouts(program, graph)
-    if readout is program:
-        return graph
-    graph = g.trace(readout)
-    infer_values(graph, vocab, max_seq_len)
+    for rewrite in (fill_absent, none_readouts, _merge_twins):
+        rewritten = rewrite(program, graph)
+        if rewritten is not program:
+            program = rewritten
+            graph = g.trace(program)
+            infer_values(graph, vocab, max_seq_len)
     return graph
+
+
+def _merge_twins(program: rasp.RASPExpr, graph: nx.DiGraph) -> rasp.RASPExpr:
+    return merge_rounding_twins(program, graph, (copy_value,))

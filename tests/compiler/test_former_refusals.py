@@ -5,7 +5,9 @@ None-able s-op, numerical Aggregate with default None (the none flag, `craft.cha
 a negated selector over a None-able s-op (`categorical_attn.selects_absent_qk`), `or` / `not
 and` over selectors of different s-ops (`compiler.passes.joint_selectors`), the same over an
 s-op that can be None (`joint_selectors.defined_or_absent`), and a numerical Map of a numerical
-s-op whose function returns None (`numerical_maps.fit_none_flag`). Each is checked
+s-op whose function returns None (`numerical_maps.fit_none_flag`), and a categorical copy
+(lookup input or read-out) of a numerical s-op with float-rounding twins
+(`compiler.passes.rounding`). Each is checked
 plain and causal at max_seq_len 6 and 32 on 200 random inputs (the inputs the evaluator
 rejects, e.g. a numerical mean selecting None, are skipped, as the fuzzer does).
 """
@@ -45,7 +47,18 @@ def _programs() -> dict[str, rasp.SOp]:
     mean = rasp.numerical(rasp.Aggregate(prefix, _value(), default=0)).named("mean")
     mean_or_none = rasp.numerical(rasp.Aggregate(smaller, _value(), default=None)).named("mean_or_none")
     doubled_unless_2 = lambda m: None if m == 2 else 2 * m  # noqa: E731 - None on some values
+    tenth = rasp.numerical(rasp.Map(lambda t: 0.1 if t == 1 else 0, rasp.tokens)).named("tenth")
+    share = rasp.numerical(rasp.Aggregate(prefix, tenth, default=0)).named("share")  # 0.05 twice
     return {
+        "float_rounding_twins_read_by_a_lookup": rasp.SequenceMap(
+            lambda m, t: m > 0.0123 * t, share, rasp.tokens
+        ).named("share_above"),
+        "float_rounding_twin_sums_read_out": rasp.numerical(
+            rasp.LinearSequenceMap(previous, share, 1, 1)
+        ).named("previous_plus_share"),
+        "float_rounding_twins_read_out": rasp.numerical(
+            rasp.Map(lambda m: None if m == 0 else 10 * m, share)
+        ).named("share_or_none"),
         "numerical_map_returning_none": rasp.categorical(rasp.SequenceMap(
             lambda h, t: h > t, rasp.numerical(rasp.Map(doubled_unless_2, mean)).named("twice"), rasp.tokens
         )).named("twice_above"),
@@ -83,7 +96,10 @@ SETTINGS = (
 
 
 # Second programs of a bucket (its first runs by default): in the slow run only.
-SECOND_OF_A_BUCKET = {"numerical_map_of_none_returning_none", "not_and_over_none_able_queries"}
+SECOND_OF_A_BUCKET = {
+    "numerical_map_of_none_returning_none", "not_and_over_none_able_queries", "float_rounding_twins_read_out",
+    "float_rounding_twin_sums_read_out",
+}
 NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SECOND_OF_A_BUCKET else n for n in sorted(_programs())]
 
 
