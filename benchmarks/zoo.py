@@ -1,8 +1,8 @@
 """Model-zoo throughput: programs/s and MB/s of `generate_zoo`, by engine and variant, and Tracr
 on a sample of the same programs for the ratio.
 
-`cpu_s_per_program` is the CPU time the row used (this process and its local workers) per
-program, and `idle_1e5_h` the projection for 10^5 programs from it on `--jobs` otherwise idle
+`cpu_s_per_program` is the CPU time the row used (this process and its local workers, read from
+`/proc` while they run) per program, and `idle_1e5_h` the projection for 10^5 programs from it on `--jobs` otherwise idle
 cores: on a machine shared with other jobs, wall-clock rates measure the sharing as much as the
 generator, CPU time much less so.
 
@@ -24,16 +24,18 @@ still leaves the rows it completed.
     python benchmarks/zoo.py --programs 10000 --progress
     python benchmarks/zoo.py --programs 300 --tracr-sample 100 --no-ray
     python benchmarks/zoo.py --rows tracr,local-all,ray-all --programs 10000 --each-programs 1000
+    python benchmarks/zoo.py --rows local-all --programs 10000 --keep zoo10k  # resumable
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -66,28 +68,101 @@ print(json.dumps(results[1:]))
 """
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (local workers are reaped when their
-    pool closes; Ray's workers are not children, so Ray rows leave this column out)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+class TreeCpu:
+    """CPU seconds of this process and every process below it, sampled from `/proc` twice a second.
+
+    `getrusage(RUSAGE_CHILDREN)` misses the local engine's workers (they are killed, not waited
+    for, when their pool closes), so a thread reads each descendant's utime + stime while it lives
+    and keeps the last reading; CPU a worker spends in its last half second is missed. None where
+    there is no `/proc`.
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _read(self) -> None:
+        stats = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / self.tick)
+        tree, grown = {os.getpid()}, True
+        while grown:
+            grown = False
+            for pid, (parent, _) in stats.items():
+                if parent in tree and pid not in tree:
+                    tree.add(pid)
+                    grown = True
+        for pid in tree:
+            self.last[pid] = stats[pid][1] if pid in stats else self.last.get(pid, 0.0)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.5):
+            self._read()
+
+    def __enter__(self) -> "TreeCpu":
+        if Path("/proc/self/stat").exists():
+            self._read()
+            self.start = sum(self.last.values())
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+            self._read()
+
+    @property
+    def seconds(self) -> float | None:
+        return sum(self.last.values()) - self.start if hasattr(self, "start") else None
 
 
-def zoo_row(name: str, config: ZooConfig, engine: str, jobs: int, progress: bool = False) -> dict:
-    with tempfile.TemporaryDirectory() as folder:
-        started, cpu = time.perf_counter(), cpu_seconds()
-        summary = generate_zoo(Path(folder) / "zoo", config, engine=engine, jobs=jobs, progress=progress)
-        wall = time.perf_counter() - started
-        cpu = cpu_seconds() - cpu
+def folder_coverage(folder: Path) -> dict:
+    """Records of every shard in a zoo folder, by variant and status (what a resumed run holds in
+    all, its earlier invocations included)."""
+    import pyarrow.parquet as pq
+
+    counts: dict[str, int] = {}
+    programs = set()
+    for shard in sorted((folder / "data").glob("train-*.parquet")):
+        table = pq.read_table(shard, columns=["index", "variant", "status"]).to_pydict()
+        programs.update(table["index"])
+        for variant, status in zip(table["variant"], table["status"]):
+            counts[f"{variant}/{status}"] = counts.get(f"{variant}/{status}", 0) + 1
+    return {"programs": len(programs), "records": sum(counts.values()), "statuses": dict(sorted(counts.items()))}
+
+
+def zoo_row(name: str, config: ZooConfig, engine: str, jobs: int, progress: bool = False,
+            keep: Path | None = None) -> dict:
+    """One row: a zoo generated into a temporary folder, or into `keep`, where a stopped run
+    resumes (the rates then count only the programs this invocation generated)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = keep if keep is not None else Path(scratch) / "zoo"
+        started = time.perf_counter()
+        with TreeCpu() as tree:
+            summary = generate_zoo(folder, config, engine=engine, jobs=jobs, progress=progress)
+        wall, cpu = time.perf_counter() - started, tree.seconds
+        coverage = folder_coverage(folder) if keep is not None else None
     ok = sum(v for k, v in summary.statuses.items() if k.endswith("/ok"))
     records = sum(summary.statuses.values())
+    if summary.programs == 0:
+        return {"row": name, "note": f"{keep} was complete already: {json.dumps(coverage)}"}
     return {"row": name, "programs": summary.programs, "records_ok": f"{ok}/{records}", "seconds": round(wall, 1),
             "programs_per_s": round(summary.programs / wall, 2), "MB": round(summary.bytes_written / 2**20, 2),
             "MB_per_s": round(summary.bytes_written / 2**20 / wall, 3),
             "projected_1e5_h": round(1e5 / (summary.programs / wall) / 3600, 2),
             "not_ok": json.dumps({k: v for k, v in summary.statuses.items() if not k.endswith("/ok")}),
-            **({} if engine == "ray" else {"cpu_s_per_program": round(cpu / summary.programs, 3),
-                                           "idle_1e5_h": round(1e5 * cpu / summary.programs / jobs / 3600, 2)})}
+            **({} if engine == "ray" or cpu is None else {"cpu_s_per_program": round(cpu / summary.programs, 3),
+                                           "idle_1e5_h": round(1e5 * cpu / summary.programs / jobs / 3600, 2)}),
+            **({} if coverage is None else {"note": f"kept shards ({summary.shards_kept} before this run), "
+                                                    f"folder in all: {json.dumps(coverage)}"})}
 
 
 def tracr_ratio(config: ZooConfig, sample: int, python: Path) -> dict | None:
@@ -156,6 +231,9 @@ def main() -> None:
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--timeout", type=float, default=ZooConfig.timeout_s, help="seconds per program")
     parser.add_argument("--progress", action="store_true", help="a progress bar per row (on stderr)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="generate the 'local all' row into this folder and keep it: rerunning the same "
+                             "command resumes a stopped run there (the row then times only the rest)")
     parser.add_argument("--tracr-sample", type=int, default=200)
     parser.add_argument("--tracr-python", type=Path, default=TRACR_PYTHON)
     args = parser.parse_args()
@@ -177,7 +255,8 @@ def main() -> None:
             print("compile only, the first random programs of the zoo: "
                   + json.dumps(tracr_ratio(ZooConfig(**base), args.tracr_sample, args.tracr_python)), flush=True)
         elif name == "local-all":
-            show(zoo_row("local all", ZooConfig(**base, variants=variants), "local", args.jobs, args.progress))
+            show(zoo_row("local all", ZooConfig(**base, variants=variants), "local", args.jobs, args.progress,
+                         keep=args.keep))
         elif name == "ray-all" and not args.no_ray:
             show(ray_row(ZooConfig(**base, variants=variants), args.jobs, args.progress))
         elif name == "local-each":

@@ -58,7 +58,8 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
     sampling.add_argument("--library-share", type=float, default=defaults.library_share, metavar="P",
                           help="probability of a library program instead of a random one (default %(default)s)")
     sampling.add_argument("--library", type=parse_names, default=defaults.library,
-                          help="library programs that may be drawn (default: all)")
+                          help="library programs that may be drawn (default: every straight-line one; the loop "
+                               "programs parity_loop and addition_loop only when named)")
     sampling.add_argument("--causal", action="store_true", help="compile with causal attention")
     sampling.add_argument("--inputs", type=int, default=defaults.inputs, help="sample inputs per record")
     run = parser.add_argument_group("running")

@@ -303,6 +303,10 @@ def _default_row(graph: nx.DiGraph, label: str, out_space: VectorSpaceWithBasis)
         row[out_space.index(g.none_direction(label))] = 1.0
     elif g.is_numerical(graph, label):
         row[out_space.index(BasisDirection(label))] = float(expr.default)
+    elif BasisDirection(label, expr.default) not in out_space:
+        # Value inference leaves the default out only where it proved the selector never empty
+        # (per position, e.g. through a SelectorAnd that `needs_bos_default` cannot see into).
+        return None
     else:
         row[out_space.index(BasisDirection(label, expr.default))] = 1.0
     return row

@@ -306,3 +306,15 @@ def test_not_and_with_an_unpacked_key_sop_that_can_be_none():
     program = rasp.SelectorWidth(selector).named("w")
     for causal in (False, True):
         assert_exact(program, vocab=[1, 2, 3], max_seq_len=4, causal=causal)
+
+
+def test_zoo_s0_p1510_categorical_default_that_never_shows():
+    # Found by the model-zoo run (seed 0, program 1,510): value inference proved the conjunction
+    # always selects key 0, so v5's values lack its default 2, but the head still asked for a BOS
+    # default row for it (KeyError: direction v5:2 is not in this space).
+    v2 = rasp.Select(rasp.indices, rasp.indices, lambda k, q: k > q or k == 0).named("v2")
+    v3 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ).named("v3")
+    v5 = rasp.Aggregate(rasp.SelectorAnd(v2, v3).named("v4"), rasp.indices, default=2).named("v5")
+    program = rasp.SequenceMap(lambda x, t: (x, t), v5, rasp.tokens).named("v6")
+    for causal in (False, True):
+        assert_exact(program, vocab=["a", "b"], max_seq_len=3, causal=causal)

@@ -15,6 +15,7 @@ Modules in reading order:
 * ``engines`` — local worker processes or Ray; per-program time and memory limits.
 * ``generate`` — ``generate_zoo``, the run with its progress bar.
 * ``loader`` — shards to padded batches for PyTorch or JAX meta-model training.
+* ``audit`` — re-verify a published zoo from its files: every record's weights against RASP.
 """
 
 __all__: list[str] = []

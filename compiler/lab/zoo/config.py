@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from compiler.examples import EXAMPLES
+from compiler.examples import CATALOGUE, EXAMPLES
 from compiler.fuzzing.random_programs import KIND_WEIGHTS
 
 VARIANTS = ("unoptimised", "optimised", "compressed", "reparametrised", "gd")
@@ -43,7 +43,10 @@ class ZooConfig:
       max_seq_lens: inclusive range of max_seq_len.
       library_share: probability that a program is one of the library programs
         (`compiler.examples.EXAMPLES`) instead of a random one.
-      library: the library programs that may be drawn (default: all).
+      library: the library programs that may be drawn (default: every straight-line one). The
+        loop programs of `compiler.examples.LOOP_EXAMPLES` (`parity_loop`, `addition_loop`) are
+        drawn only when named here; their records store the loop unrolled, one layer per
+        iteration, with the tying in the weights' metadata (docs/zoo.md).
       causal: compile with causal attention.
       inputs: sample inputs per record (evaluated by RASP and checked on the stored weights).
       shard_size: programs per Parquet shard (a shard holds their records of every variant).
@@ -117,9 +120,9 @@ def check(config: ZooConfig) -> None:
     bad = [op for op in config.operations if op not in KIND_WEIGHTS]
     if bad or not config.operations:
         raise ValueError(f"unknown operation(s) {bad or '(none given)'}; choose from {', '.join(KIND_WEIGHTS)}")
-    bad = [name for name in config.library if name not in EXAMPLES]
+    bad = [name for name in config.library if name not in CATALOGUE]
     if bad:
-        raise ValueError(f"unknown library program(s) {', '.join(bad)}; choose from {', '.join(EXAMPLES)}")
+        raise ValueError(f"unknown library program(s) {', '.join(bad)}; choose from {', '.join(CATALOGUE)}")
     _range("sizes", config.sizes, 1, 64)
     _range("depths", config.depths, 1, 10_000)
     _range("vocab_sizes", config.vocab_sizes, 1, 26)

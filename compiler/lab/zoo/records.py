@@ -146,7 +146,10 @@ def _agrees(got: list[list], want: list[list]) -> bool:
 def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inputs: list[list],
                outputs: list[list], measure_circuits: bool = False) -> dict[str, Any]:
     model = built.model
-    data = zoo_weights.to_bytes(built.tensors, zoo_weights.forward_metadata(model))
+    metadata = zoo_weights.forward_metadata(model)
+    if built.loop is not None:  # a loop stored untied: which layers are copies of its block
+        metadata["loop"] = built.loop
+    data = zoo_weights.to_bytes(built.tensors, metadata)
     got = run_weights(built, data, inputs)
     exact = _agrees(got, outputs)
     compression = None

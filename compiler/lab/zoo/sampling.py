@@ -4,7 +4,8 @@ Every draw depends on (seed, index) alone (a SHA-256 of both seeds a private `ra
 a worker process, a Ray task or a later resumed run draws exactly the same program. Random
 programs come from `compiler.fuzzing.random_programs.generate` and print through
 `program_spec.to_source`: their functions are entries of a fixed menu of lambdas, kept in the
-source as written. Library programs are one call into `rasp.lib` (`compiler.examples`).
+source as written. Library programs are one call into `rasp.lib` (`compiler.examples`; loop programs
+only when `ZooConfig.library` names them).
 `rebuild(source)` executes a record's source and returns the s-op (labels reset first, so a
 rebuilt program has the labels of the stored one).
 """
@@ -18,7 +19,7 @@ import string
 from collections.abc import Hashable
 from typing import Any
 
-from compiler.examples import EXAMPLES
+from compiler.examples import CATALOGUE
 from compiler.fuzzing import program_spec, random_programs
 from compiler.lab.zoo.config import ZooConfig
 from compiler.passes.discretise import walk
@@ -87,7 +88,7 @@ def _vocab(rng: random.Random, config: ZooConfig) -> tuple[Hashable, ...]:
 
 
 def _library(rng: random.Random, config: ZooConfig, max_seq_len: int) -> tuple[str, str, tuple]:
-    example = EXAMPLES[rng.choice(config.library)]
+    example = CATALOGUE[rng.choice(config.library)]
     vocab = tuple(example.scaled_vocab(rng.randint(*config.vocab_sizes)))
     source = f"{HEADER}max_seq_len = {max_seq_len}\nprogram = {example.call}\n"
     return f"library:{example.name}", source, vocab

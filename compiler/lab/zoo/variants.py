@@ -19,6 +19,12 @@
   check (`gd_projection`), then folded into the weights. It may be inexact: its sequence accuracy
   over the input space is recorded.
 
+A loop program (`rasp.Loop`) compiles to a block of layers run once per iteration with shared
+weights; every variant is made of its `untied` model, one copy of the block per iteration, so that
+the stored tensors, the numpy forward pass, the circuit and the variants' changes all see one
+component per executed layer. `VariantModel.loop` says which stored layers are copies of the
+block (`loop_info`); the record keeps it in the weights' metadata.
+
 The circuit of `reparametrised` and `gd` is the optimised model's (the components are the same);
 `VariantModel.net` is the variant's own network, on which the record re-verifies it
 (`compiler.lab.zoo.verify`).
@@ -37,7 +43,8 @@ from compiler.lab.circuits.components import Network, network
 from compiler.lab.circuits.variants import analytic_projection, gd_projection, reparametrise
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.config import MODULE_NAME
+from compiler.model.config import MODULE_NAME, TiedBlock
+from compiler.model.tying import untied
 from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
 from rasp import rasp
 
@@ -55,6 +62,7 @@ class VariantModel:
     net: Network | None = None  # reparametrised: the changed network
     exact: bool = True  # the variant is meant to compute the program exactly (not compressed, gd)
     reparametrisation: dict | None = None  # reparametrised: its seed and what was changed
+    loop: dict | None = None  # a compiled loop, stored untied: `loop_info` of its tying
 
     def stored_network(self) -> Network:
         """The network the stored tensors are (what the circuit check runs on)."""
@@ -63,6 +71,17 @@ class VariantModel:
     @property
     def d_model(self) -> int:
         return int(self.tensors[f"{MODULE_NAME}/embed/token"].shape[1])
+
+
+def loop_info(tied: TiedBlock) -> dict:
+    """Where a compiled loop's shared block went in the untied model the record stores.
+
+    `tied_layers` is the block's transformer layers in the compiled (tied) model, `[first, stop)`;
+    `stored_layers[k]` the layers of the stored model that hold iteration `k + 1`'s copy.
+    """
+    width = tied.stop - tied.start
+    stored = [[(tied.start + k * width) // 2, (tied.start + (k + 1) * width) // 2] for k in range(tied.repeats)]
+    return {"tied_layers": [tied.start // 2, tied.stop // 2], "repeats": tied.repeats, "stored_layers": stored}
 
 
 def compress(model: CompiledModel, seed: int = 0) -> tuple[np.ndarray, dict]:
@@ -110,11 +129,14 @@ def compile_variants(
     `seed` seeds the random variants (reparametrised, gd); `gd_steps` is the GD budget.
     """
     compiled: dict[bool, CompiledModel | BaseException] = {}
+    loops: dict[bool, dict | None] = {}
 
     def model(optimize: bool) -> CompiledModel:
         if optimize not in compiled:
             try:
-                compiled[optimize] = compile_rasp(program, vocab, max_seq_len, causal=causal, optimize=optimize)
+                tied = compile_rasp(program, vocab, max_seq_len, causal=causal, optimize=optimize)
+                loops[optimize] = None if tied.config.tied is None else loop_info(tied.config.tied)
+                compiled[optimize] = untied(tied)
             except Exception as error:  # noqa: BLE001 - returned to the caller, recorded per variant
                 compiled[optimize] = error
         result = compiled[optimize]
@@ -139,4 +161,8 @@ def compile_variants(
                 out[variant] = VariantModel(variant, base, zoo_weights.dense_tensors(base))
         except Exception as error:  # noqa: BLE001 - recorded per variant
             out[variant] = error
+        else:
+            loop = loops[variant != "unoptimised"]
+            if loop is not None:
+                out[variant] = dataclasses.replace(out[variant], loop=loop)
     return out

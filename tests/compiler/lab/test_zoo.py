@@ -18,6 +18,7 @@ pq = pytest.importorskip("pyarrow.parquet", reason="the zoo extra (pyarrow) is n
 
 from compiler.fuzzing.differential import same_value
 from compiler.lab.zoo import engines, weights as zoo_weights
+from compiler.lab.zoo.audit import audit_folder, audit_record
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.generate import generate_zoo
 from compiler.lab.zoo.loader import BatchShape, iterate_batches
@@ -189,6 +190,8 @@ def test_config_errors_name_the_setting():
         ZooConfig(variants=("gd",), gd_steps=0)
     with pytest.raises(ValueError, match="engine"):
         generate_zoo("unused", TINY, engine="spark")
+    with pytest.raises(ValueError, match="unknown library program.*parity_loop"):
+        ZooConfig(library=("parity_lop",))
 
 
 def test_knobs_shape_the_programs():
@@ -234,6 +237,48 @@ def test_loader_batches(tiny_zoo, framework):
     assert first["weights_mask"][0].sum() == -(-flat.size // 32)
     text = bytes(first["source"][0][first["source_mask"][0]].astype(np.uint8)).decode()
     assert text == row["source"]
+
+
+def test_audit_passes_the_files_and_catches_tampering(tiny_zoo):
+    """The audit re-checks every published record from its columns alone, and a record whose
+    outputs, weights or hash were changed fails it."""
+    report = audit_folder(tiny_zoo, progress=False)
+    rows = records(tiny_zoo)
+    assert report.passed and report.checked == sum(r["status"] == OK for r in rows)
+    row = next(r for r in rows if r["status"] == OK and r["variant"] == "optimised")
+    outputs = json.loads(row["outputs"])
+    outputs[0][0] = "not an output"
+    assert "RASP gives" in audit_record(dict(row, outputs=json.dumps(outputs)))
+    tensors, metadata = zoo_weights.from_bytes(row["weights"])
+    name = "compiled_transformer/unembed/w_u"
+    tensors[name] = -tensors[name] if tensors[name].size else tensors[name]
+    bad = zoo_weights.to_bytes(tensors, metadata)
+    assert "SHA-256" in audit_record(dict(row, weights=bad))
+    if tensors[name].size and not metadata["numerical_output"]:
+        assert "the weights give" in audit_record(dict(row, weights=bad, weights_sha256=zoo_weights.sha256(bad)))
+
+
+def test_loop_programs_are_stored_untied_with_their_tying():
+    """A `rasp.Loop` program (drawn only when named) is stored one layer copy per iteration;
+    the metadata says which stored layers are copies, and they hold the same weights."""
+    assert "parity_loop" not in ZooConfig().library
+    config = ZooConfig(programs=2, library_share=1.0, library=("parity_loop",), variants=("unoptimised", "optimised"),
+                       max_seq_lens=(3, 4), inputs=4)
+    rows = [row for i in range(2) for row in engines.program_task(config, i)]
+    assert [r["status"] for r in rows] == [OK] * 4
+    for row in rows:
+        tensors, metadata = zoo_weights.from_bytes(row["weights"])
+        loop = metadata["loop"]
+        assert loop["repeats"] == row["max_seq_len"] - 1 == len(loop["stored_layers"])
+        first, stop = loop["stored_layers"][0]
+        assert row["layers"] == first + loop["repeats"] * (stop - first) + (row["layers"] - loop["stored_layers"][-1][1])
+        for copy_first, _ in loop["stored_layers"][1:]:
+            for name, value in tensors.items():
+                if f"/layer_{2 * first}/" in name or f"/layer_{2 * first + 1}/" in name:
+                    twin = name.replace(f"/layer_{2 * first}/", f"/layer_{2 * copy_first}/").replace(
+                        f"/layer_{2 * first + 1}/", f"/layer_{2 * copy_first + 1}/")
+                    np.testing.assert_array_equal(tensors[twin], value)
+        assert audit_record(row) is None
 
 
 def test_an_output_that_is_always_none_has_dense_weights(tmp_path):
