@@ -250,3 +250,33 @@ def test_numerical_tolerance_merges_float_twins():
 
     assert half_smallest_gap([0.3, 0.1 + 0.2, 0.5, 1]) == pytest.approx(0.1)
     assert half_smallest_gap([2]) == 0.5 and half_smallest_gap(["a", 1, 3]) == 1.0
+
+
+def _circuits_extra() -> str | None:
+    """Why auto-circuit cannot run here (None when it can), read from the installed versions
+    without importing torch or TransformerLens, so the default run pays nothing for the skip."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        tl, _ = version("transformer-lens"), version("auto-circuit")
+    except PackageNotFoundError as error:
+        return f"the circuits extra is not installed ({error.name} missing)"
+    if int(tl.split(".")[0]) >= 4:
+        return f"TransformerLens {tl} (the export extra) has no HookedTransformer, which auto-circuit imports"
+    return None
+
+
+@pytest.mark.skipif(_circuits_extra() is not None, reason=str(_circuits_extra()))
+def test_auto_circuit_scores_the_export():
+    """Where the `circuits` extra is installed (auto-circuit next to TransformerLens 3.x):
+    auto-circuit's EAP runs on the exported model, names every edge of the record the way the
+    record does, and gives each a finite score."""
+    from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge
+
+    program, vocab, model = _example("frac_prevs")
+    ids = InputDistribution(8, min_length=5).ids(model)
+    record = _circuits(program, vocab, model)["resample"]
+    by_name = run_eap(model, ids, model.output_encoder.width)
+    assert {edge.auto_circuit for edge in record.edges} <= set(by_name)
+    scores = scores_by_edge(record, by_name)
+    assert scores.shape == (len(record.edges),) and np.all(np.isfinite(scores)) and scores.max() > 0
