@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from compiler.cli.args import UsageError
 from compiler.errors import CompilerError
-from compiler.examples import EXAMPLES
+from compiler.examples import CATALOGUE
 
 PROG = "tracr-compile circuit"
 
@@ -62,9 +62,9 @@ def _program(args: argparse.Namespace):
     if bool(args.program) == bool(args.example):
         raise UsageError("give exactly one of a program path or --example")
     if args.example:
-        if args.example not in EXAMPLES:
-            raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(EXAMPLES)}")
-        example = EXAMPLES[args.example]
+        if args.example not in CATALOGUE:
+            raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(CATALOGUE)}")
+        example = CATALOGUE[args.example]
         max_seq_len = args.max_seq_len or example.max_seq_len
         vocab = parse_vocab(args.vocab) if args.vocab else example.vocab
         return example.build(max_seq_len), tuple(vocab), max_seq_len

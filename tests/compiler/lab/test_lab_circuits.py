@@ -161,7 +161,8 @@ def test_sharpened_divergence_ranks_the_zero_ablation_circuit_perfectly():
 
 
 @pytest.mark.parametrize("variant", ["e", pytest.param("b", marks=pytest.mark.slow), pytest.param("b+e", marks=pytest.mark.slow),
-                                     pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow)])
+                                     pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow),
+                                     pytest.param("f", marks=pytest.mark.slow), pytest.param("f+e", marks=pytest.mark.slow)])
 def test_variants_keep_the_outputs(variant, frac_prevs):
     program, vocab, model = _example("sort_unique") if variant in ("d", "d+e") else frac_prevs
     unique = variant in ("d", "d+e")
@@ -170,6 +171,55 @@ def test_variants_keep_the_outputs(variant, frac_prevs):
     assert keeps_outputs(built, program, tokens) == 1.0
     records = {m.record.ablation: m.record for m in measured(built, program, InputDistribution(32, unique_tokens=unique))}
     assert all(r.verification.verified for r in records.values())
+
+
+def test_distributed_heads_split_every_head(reverse):
+    """Variant f's copies (their outputs and circuits: test_variants_keep_the_outputs[f])."""
+    from compiler.lab.circuits.variants import COPIES, distribute_heads
+
+    program, vocab, model = reverse
+    built = make_variant("f", program, vocab, 5, model=model)
+    exact = network(model)
+    heads = [c.name for c in exact.sources if c.kind == "head"]
+    assert [c.name for c in built.net.sources if c.kind == "head"] == [f"{h} copy {j}" for h in heads for j in range(COPIES)]
+    assert len(built.exact_net.edges) == len(built.net.edges) > len(exact.edges)
+    first = built.net.layers[0]
+    np.testing.assert_allclose(first.w_o.sum(axis=0), exact.layers[0].w_o[0], atol=1e-6)  # the shares sum to the head
+    with pytest.raises(ValueError, match="positive, each row summing to 1"):
+        distribute_heads(exact, shares=np.full((len(heads), 2), 0.6))
+
+
+def _parity_loop(max_seq_len: int = 3):
+    from compiler.examples import LOOP_EXAMPLES
+
+    example = LOOP_EXAMPLES["parity_loop"]
+    program = example.build(max_seq_len)
+    return program, example.vocab, compile_rasp(program, set(example.vocab), max_seq_len)
+
+
+def test_loop_models_are_read_unrolled():
+    """A compiled rasp.Loop runs its tied block once per iteration: the circuit tools see every
+    iteration as components of its own (the unrolled model, as the export writes it)."""
+    from compiler.model.tying import untied
+
+    program, vocab, model = _parity_loop()
+    assert model.config.tied is not None
+    net, flat = network(model), network(untied(model))
+    assert net.edges == flat.edges and len(net.layers) == len(untied(model).config.layers) - 1  # block 0 has no head
+    with pytest.raises(ValueError, match="rasp.Loop .* compiles only alone"):
+        make_variant("d", program, vocab, 3)
+
+
+@pytest.mark.slow
+def test_loop_circuit_is_verified():
+    program, vocab, model = _parity_loop(4)
+    built = make_variant("a", program, vocab, 4, model=model)
+    assert keeps_outputs(built, program, InputDistribution(32).tokens(tuple(vocab), 4)) == 1.0
+    records = [m.record for m in measured(built, program, InputDistribution(32))]
+    assert all(r.verification.verified for r in records)
+    # Every iteration's head is in the zero-ablation circuit (the parity so far flows through each).
+    heads = {e.split(" -> ")[1].rsplit(".", 1)[0] for e in records[0].edge_names() if "attn head" in e.split(" -> ")[1]}
+    assert heads == {f"layer {b} attn head 0" for b in (1, 2, 3)}
 
 
 @pytest.mark.slow
