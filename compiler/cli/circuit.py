@@ -24,13 +24,14 @@ PROG = "tracr-compile circuit"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Measure, verify and draw the circuit of a compiled program.")
     parser.add_argument("program", nargs="?", help="path/to/file.py:name (an s-op or a zero-argument function)")
-    parser.add_argument("--example", metavar="NAME", help="a library program")
+    parser.add_argument("--example", metavar="NAME", help="a library program, loops included (parity_loop, addition_loop)")
     parser.add_argument("--vocab", help="tokens: a,b,c | JSON list | integer range 0..9 (needed for a program file)")
     parser.add_argument("--max-seq-len", type=int, metavar="N", help="longest input, BOS excluded")
     parser.add_argument("--ablation", default="zero", help="zero, mean, resample, or several joined by ',' (default zero)")
-    parser.add_argument("--variant", default="a", help="a exact, b analytic, c GD, d distractors, e reparametrised; "
+    parser.add_argument("--variant", default="a", help="a exact, b analytic, c GD, d distractors, e reparametrised, f distributed heads, g interference; "
                                                        "letters join with '+'; b@0.6 / c@0.6 squeeze the projection to 0.6 of its "
-                                                       "smallest exact width (default a)")
+                                                       "smallest exact width; g@2 sets the interference to 2 decision "
+                                                       "margins (default a)")
     parser.add_argument("--inputs", type=int, default=64, metavar="N", help="sampled inputs (default 64)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the variant (default 0)")
     parser.add_argument("--unique-tokens", action="store_true", help="inputs without repeated tokens (sort_unique)")

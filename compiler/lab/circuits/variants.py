@@ -25,6 +25,14 @@
   the repaired one (redundant paths), and edges that matter only together compete with edges
   that move the logits without changing a decoded output.
 
+* **g, interference**: every head and MLP also writes a random linear function of its own
+  output into the directions the unembedding reads for the scored output, each scaled so
+  that, on the sampled inputs, it moves no logit by more than `g@λ`'s λ (0.9 by default) times
+  the model's decision margin divided by the number of components. At λ < 1 they together never
+  change a decoded output of the unablated model on those inputs; above 1 they may
+  (`keeps_outputs` says whether they do). Every component, and every edge into it, now moves
+  the output logits, as the parts of a trained model outside its circuit do.
+
 Letters combine: "b+e" is the superposed model reparametrised, "d+b+e" all three. The circuit
 of every variant is measured on the variant itself (`compiler.lab.circuits.measure`), so the
 ground truth is carried through each and verified there; `keeps_outputs` measures that the
@@ -53,11 +61,13 @@ from rasp import rasp
 NOISE = 0.05
 
 LETTERS = {"a": "exact", "b": "analytic superposition", "c": "GD-compressed", "d": "distractors",
-           "e": "reparametrised", "f": "distributed heads"}
+           "e": "reparametrised", "f": "distributed heads", "g": "interference"}
 # f: how many parallel copies each head becomes, and the Dirichlet concentration of their shares
 # (1: uniform over the simplex, so shares are uneven).
 COPIES = 3
 CONCENTRATION = 1.0
+# g: the default fraction of the decision margin the interference may use up, all components together.
+INTERFERENCE = 0.9
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -92,15 +102,29 @@ def squeeze(name: str) -> float:
     fractions = [part.split("@", 1) for part in name.split("+") if "@" in part]
     if not fractions:
         return 1.0
-    if len(fractions) > 1 or fractions[0][0].strip() not in ("b", "c"):
-        raise ValueError(f"variant {name!r}: only b or c takes a width fraction, once (e.g. 'c@0.6')")
+    if len(fractions) > 1 or fractions[0][0].strip() not in ("b", "c", "g"):
+        raise ValueError(f"variant {name!r}: only b or c (a width fraction) or g (an interference level) takes "
+                         f"'@', once (e.g. 'c@0.6', 'g@0.9')")
     try:
         fraction = float(fractions[0][1])
     except ValueError:
         raise ValueError(f"variant {name!r}: the width fraction after '@' must be a number in (0, 1]") from None
+    if fractions[0][0].strip() == "g":
+        if not fraction > 0.0:
+            raise ValueError(f"variant {name!r}: the interference level {fraction} must be positive")
+        return 1.0
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"variant {name!r}: the width fraction {fraction} must be in (0, 1]")
     return fraction
+
+
+def interference_level(name: str) -> float:
+    """The interference level of a variant name: `"g@0.5"` -> 0.5, `"g"` -> INTERFERENCE."""
+    for part in name.split("+"):
+        letter, _, level = part.strip().partition("@")
+        if letter == "g":
+            return float(level) if level else INTERFERENCE
+    return INTERFERENCE
 
 
 # -- d: distractors ------------------------------------------------------------------------------
@@ -302,6 +326,64 @@ def distribute_heads(net: Network, copies: int = COPIES, seed: int = 0, shares: 
     return dataclasses.replace(net, sources=tuple(sources), ports=tuple(ports), layers=tuple(layers))
 
 
+# -- g: interference ---------------------------------------------------------------------------------
+
+
+def decision_margin(net: Network, outputs: np.ndarray, scored: np.ndarray) -> float:
+    """How far every scored output logit may move, each on its own, without changing a decoded
+    output: half the smallest gap between the two largest logits (and, with an empty
+    threshold, between the largest logit and the threshold); numerical: the tolerance minus
+    the largest distance from a value of the set, at most."""
+    out = np.asarray(outputs, np.float64)[scored]
+    if net.numerical:
+        return float(net.numerical_tolerance) / 2
+    top = np.sort(out, axis=-1)
+    gaps = top[:, -1] - top[:, -2] if out.shape[-1] > 1 else np.full(len(out), np.inf)
+    if net.empty_threshold is not None:
+        gaps = np.minimum(gaps, 2 * np.abs(top[:, -1] - net.empty_threshold))
+    return float(gaps.min() / 2)
+
+
+def interfere(net: Network, ids: np.ndarray, level: float = INTERFERENCE, seed: int = 0) -> Network:
+    """`net` with interference at `level` (see the module docstring) measured on `ids`.
+
+    Every head and MLP's write `o` becomes `o (I + R_c U+)`, with `U` the unembedding's scored
+    columns, `U+` its pseudo-inverse (a write into the directions `U` reads) and `R_c` a random
+    `[d, n]` map scaled so that `|o R_c|` stays below `level * margin / components` on `ids`.
+    """
+    from compiler.lab.circuits.patching import forward, source_outputs
+
+    rng = np.random.default_rng(seed)
+    ids = jnp.asarray(ids, jnp.int32)
+    outputs = np.asarray(source_outputs(net, ids), np.float64)  # [S, B, T, d]
+    scored = np.asarray((ids != net.pad_id).at[:, 0].set(False))
+    keep = jnp.ones((len(net.ports), len(net.sources), ids.shape[-1]), jnp.float32)
+    clean = np.asarray(forward(net, keep, ids, jnp.zeros(outputs.shape, jnp.float32)))
+    components = [i for i, c in enumerate(net.sources) if c.kind in ("head", "mlp")]
+    budget = level * decision_margin(net, clean, scored) / max(len(components), 1)
+    read = np.asarray(net.unembed, np.float64)[:, net.columns]  # [d, n]
+    inverse = np.linalg.pinv(read)  # [n, d]
+    maps = {}
+    for source in components:
+        r = rng.normal(size=(net.width, read.shape[1]))
+        largest = np.abs(outputs[source][scored] @ r).max()
+        maps[source] = r * (budget / largest if largest > 0 else 0.0) @ inverse  # [d, d]
+    layers, source = [], 2
+    for layer in net.layers:
+        if isinstance(layer, AttentionLayer):
+            w_o = []
+            for h in range(len(layer.w_o)):
+                w = np.asarray(layer.w_o[h], np.float64)
+                w_o.append(w + w @ maps[source])
+                source += 1
+            layers.append(dataclasses.replace(layer, w_o=np.stack(w_o).astype(np.float32)))
+        else:
+            w = np.asarray(layer.w_out, np.float64)
+            layers.append(dataclasses.replace(layer, w_out=(w + w @ maps[source]).astype(np.float32)))
+            source += 1
+    return net.replace_weights(layers=tuple(layers))
+
+
 # -- the dial ----------------------------------------------------------------------------------------
 
 
@@ -356,6 +438,14 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
         net = distribute_heads(net, seed=seed)
         exact_net = distribute_heads(network(model, output=str(program.label)), seed=seed)
         notes.append(f"distributed heads (seed {seed}): every head as {COPIES} copies with Dirichlet({CONCENTRATION:g}) shares of W_OV")
+    if "g" in letters:
+        from compiler.lab.circuits.ablation import InputDistribution
+
+        level = interference_level(name)
+        sample = InputDistribution(64, seed=seed + 7919, unique_tokens=unique_tokens).ids(model)
+        net = interfere(net, sample, level, seed)
+        notes.append(f"interference (seed {seed}): every head and MLP writes into the scored read-out, "
+                     f"{level:g} of the decision margin in all on 64 sampled inputs")
     if "e" in letters:
         net = reparametrise(net, seed)
         notes.append(f"reparametrised (seed {seed}): residual rotation, per-head W_QK / W_OV maps, MLP neuron permutation and rescaling")

@@ -162,7 +162,8 @@ def test_sharpened_divergence_ranks_the_zero_ablation_circuit_perfectly():
 
 @pytest.mark.parametrize("variant", ["e", pytest.param("b", marks=pytest.mark.slow), pytest.param("b+e", marks=pytest.mark.slow),
                                      pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow),
-                                     pytest.param("f", marks=pytest.mark.slow), pytest.param("f+e", marks=pytest.mark.slow)])
+                                     pytest.param("f", marks=pytest.mark.slow), pytest.param("f+e", marks=pytest.mark.slow),
+                                     pytest.param("g", marks=pytest.mark.slow), pytest.param("g@0.5+e", marks=pytest.mark.slow)])
 def test_variants_keep_the_outputs(variant, frac_prevs):
     program, vocab, model = _example("sort_unique") if variant in ("d", "d+e") else frac_prevs
     unique = variant in ("d", "d+e")
@@ -187,6 +188,16 @@ def test_distributed_heads_split_every_head(reverse):
     np.testing.assert_allclose(first.w_o.sum(axis=0), exact.layers[0].w_o[0], atol=1e-6)  # the shares sum to the head
     with pytest.raises(ValueError, match="positive, each row summing to 1"):
         distribute_heads(exact, shares=np.full((len(heads), 2), 0.6))
+
+
+def test_decision_margin_is_half_the_smallest_gap_to_a_decision():
+    from compiler.lab.circuits.variants import decision_margin
+
+    net = Network((), (), np.zeros((1, 1)), np.zeros((1, 1)), (), np.zeros((1, 2)), slice(0, 2), False, 0.5, 0, 1, False)
+    logits = np.array([[[1.0, 0.0], [0.9, 0.2]]])  # [B, T, n]; the second position: 0.4 above the threshold
+    assert decision_margin(net, logits, np.array([[True, True]])) == pytest.approx(0.35)
+    assert decision_margin(net.replace_weights(empty_threshold=None), logits, np.array([[True, True]])) == pytest.approx(0.35)
+    assert decision_margin(net.replace_weights(empty_threshold=None), logits, np.array([[True, False]])) == pytest.approx(0.5)
 
 
 def _parity_loop(max_seq_len: int = 3):
@@ -286,11 +297,12 @@ def test_cli_writes_the_record_and_the_picture(tmp_path, capsys):
 
 
 def test_variant_width_fraction_is_parsed_and_checked():
-    from compiler.lab.circuits.variants import parse, squeeze
+    from compiler.lab.circuits.variants import interference_level, parse, squeeze
 
     assert parse("c@0.6") == ("c",) and squeeze("c@0.6") == 0.6
     assert parse("b@0.5+e") == ("b", "e") and squeeze("b+e") == 1.0
-    for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5"):
+    assert parse("g@0.5+e") == ("g", "e") and interference_level("g@0.5+e") == 0.5 and interference_level("g") == 0.9
+    for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5", "g@0", "g@-1"):
         with pytest.raises(ValueError, match="variant"):
             parse(bad)
 
