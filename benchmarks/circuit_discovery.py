@@ -137,7 +137,8 @@ def main(argv=None) -> int:
     parser.add_argument("--gd-steps", type=int, default=600, help="GD budget of variant c (default 600)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", help="comma-separated case names (e.g. reverse@5,fuzz3)")
-    parser.add_argument("--rows", type=Path, help="append one JSON line per result here")
+    parser.add_argument("--rows", type=Path, help="append one JSON line per result here; (case, variant) pairs "
+                        "already there are not run again (a stopped run resumes) but count towards --fuzz")
     parser.add_argument("--table", type=Path, help="only print the table of the rows in this JSON lines file")
     args = parser.parse_args(argv)
     if args.table:
@@ -146,6 +147,10 @@ def main(argv=None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]  # --sizes "": random programs only
     only = set(args.only.split(",")) if args.only else None
     rows, failures = [], []
+    done = set()
+    if args.rows and args.rows.exists():
+        rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]
+        done = {(r["case"], r["variant"]) for r in rows}
     todo = [c for c in cases(sizes, args.fuzz, args.seed) if only is None or c[0] in only]
     built_fuzz = 0
     for name, program, vocab, max_seq_len, unique in tqdm(todo, desc="cases"):
@@ -153,6 +158,9 @@ def main(argv=None) -> int:
             break
         variants = (args.fuzz_variants if name.startswith("fuzz") else args.variants).split(",")
         for variant in variants:
+            if (name, variant) in done:
+                built_fuzz += name.startswith("fuzz") and variant == variants[0]
+                continue
             try:
                 new = run_case(name, program, vocab, max_seq_len, unique, variant, args)
             except Exception as error:  # noqa: BLE001 - a case that cannot be built is reported, not fatal

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from compiler.cli.args import UsageError
 from compiler.errors import CompilerError
-from compiler.examples import EXAMPLES
+from compiler.examples import CATALOGUE
 
 PROG = "tracr-compile circuit"
 
@@ -24,13 +24,14 @@ PROG = "tracr-compile circuit"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Measure, verify and draw the circuit of a compiled program.")
     parser.add_argument("program", nargs="?", help="path/to/file.py:name (an s-op or a zero-argument function)")
-    parser.add_argument("--example", metavar="NAME", help="a library program")
+    parser.add_argument("--example", metavar="NAME", help="a library program, loops included (parity_loop, addition_loop)")
     parser.add_argument("--vocab", help="tokens: a,b,c | JSON list | integer range 0..9 (needed for a program file)")
     parser.add_argument("--max-seq-len", type=int, metavar="N", help="longest input, BOS excluded")
     parser.add_argument("--ablation", default="zero", help="zero, mean, resample, or several joined by ',' (default zero)")
-    parser.add_argument("--variant", default="a", help="a exact, b analytic, c GD, d distractors, e reparametrised; "
+    parser.add_argument("--variant", default="a", help="a exact, b analytic, c GD, d distractors, e reparametrised, f distributed heads, g interference; "
                                                        "letters join with '+'; b@0.6 / c@0.6 squeeze the projection to 0.6 of its "
-                                                       "smallest exact width (default a)")
+                                                       "smallest exact width; g@2 sets the interference to 2 decision "
+                                                       "margins (default a)")
     parser.add_argument("--inputs", type=int, default=64, metavar="N", help="sampled inputs (default 64)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the variant (default 0)")
     parser.add_argument("--unique-tokens", action="store_true", help="inputs without repeated tokens (sort_unique)")
@@ -62,9 +63,9 @@ def _program(args: argparse.Namespace):
     if bool(args.program) == bool(args.example):
         raise UsageError("give exactly one of a program path or --example")
     if args.example:
-        if args.example not in EXAMPLES:
-            raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(EXAMPLES)}")
-        example = EXAMPLES[args.example]
+        if args.example not in CATALOGUE:
+            raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(CATALOGUE)}")
+        example = CATALOGUE[args.example]
         max_seq_len = args.max_seq_len or example.max_seq_len
         vocab = parse_vocab(args.vocab) if args.vocab else example.vocab
         return example.build(max_seq_len), tuple(vocab), max_seq_len

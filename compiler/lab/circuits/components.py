@@ -24,6 +24,7 @@ import numpy as np
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec
 from compiler.model.encoders import EMPTY_THRESHOLD
+from compiler.model.tying import untied
 from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from compiler.passes import nodes
 
@@ -111,7 +112,10 @@ class Network:
     `layers` follows `model.config.layers` (attention and MLP sub-layers alternating), skipping
     empty ones. `columns` are the output columns scored (one program's, for several compiled
     together); `numerical_tolerance` is how far a numerical output may move and still decode to
-    the same value (half the smallest gap of its value set).
+    the same value (half the smallest gap of its value set). `empty_threshold`: a categorical
+    output decodes as "none" where every logit is below it, as the compiled model's decoder
+    does; None decodes the argmax alone, as `compression`'s exactness check does (a GD-trained
+    projection keeps the argmax, not the logit scale).
     """
 
     sources: tuple[Component, ...]
@@ -126,6 +130,7 @@ class Network:
     bos_id: int
     pad_id: int
     causal: bool
+    empty_threshold: float | None = EMPTY_THRESHOLD
 
     @property
     def width(self) -> int:
@@ -226,8 +231,12 @@ def half_smallest_gap(values) -> float:
 def network(model: CompiledModel, projection: np.ndarray | None = None, output: str | None = None) -> Network:
     """The `Network` of `model`, read through `projection` (`[D, d]`, None: the identity).
 
+    A compiled loop (`rasp.Loop`: a tied block run several times) is read as its unrolled model
+    (`compiler.model.tying.untied`): each iteration's heads and MLP are components of their own,
+    in the blocks of the TransformerLens export, which is unrolled the same way.
+
     Args:
-        model: a compiled model (one program, or several compiled together).
+        model: a compiled model (one program, or several compiled together; tied or not).
         projection: the residual projection of a compressed model (`compression`): the stream
             has width d, a source writes `y @ projection`, a port reads `r @ projection.T`.
         output: the output label scored (one of `model.output_columns`); default the first.
@@ -236,6 +245,7 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     Raises:
         ValueError: `projection` is not `[D, d]`, or `output` names no output of the model.
     """
+    model = untied(model)
     config = model.config
     labels = config.residual_labels
     width = config.residual_width

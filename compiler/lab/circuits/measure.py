@@ -31,7 +31,6 @@ import numpy as np
 from compiler.lab.circuits.ablation import reference
 from compiler.lab.circuits.components import Network
 from compiler.lab.circuits.patching import edge_keeps, forward_many, source_outputs
-from compiler.model.encoders import EMPTY_THRESHOLD
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -64,12 +63,14 @@ def setup(net: Network, ids: np.ndarray, ablation: str) -> PatchingSetup:
 
 
 def decoded(net: Network, output: jax.Array) -> jax.Array:
-    """Categorical: the argmax column, -1 where no logit reaches the empty threshold.
-    Numerical: the value itself."""
+    """Categorical: the argmax column, -1 where no logit reaches the network's empty threshold
+    (none: the argmax alone). Numerical: the value itself."""
     if net.numerical:
         return output[..., 0]
     best = jnp.argmax(output, axis=-1)
-    return jnp.where(jnp.max(output, axis=-1) < EMPTY_THRESHOLD, -1, best)
+    if net.empty_threshold is None:
+        return best
+    return jnp.where(jnp.max(output, axis=-1) < net.empty_threshold, -1, best)
 
 
 def changed(s: PatchingSetup, patched: jax.Array) -> jax.Array:

@@ -36,11 +36,14 @@ from compiler.model.encoders import EMPTY_THRESHOLD
 SHARP = 20.0
 
 
-def with_empty(logits: jax.Array) -> jax.Array:
-    """Logits with one more column held at the model's empty threshold: decoding says "none"
+def with_empty(logits: jax.Array, threshold: float | None = EMPTY_THRESHOLD) -> jax.Array:
+    """Logits with one more column held at the network's empty threshold: decoding says "none"
     when every logit is below it, so the softmax sees that choice too (without it a one-column
-    output has a constant softmax and no method could see it change)."""
-    empty = jnp.full(logits.shape[:-1] + (1,), EMPTY_THRESHOLD, logits.dtype)
+    output has a constant softmax and no method could see it change). `threshold` None (a
+    network decoded by argmax alone): the logits as they are."""
+    if threshold is None:
+        return logits
+    empty = jnp.full(logits.shape[:-1] + (1,), threshold, logits.dtype)
     return jnp.concatenate([logits, empty], axis=-1)
 
 
@@ -58,8 +61,8 @@ def divergence(s: PatchingSetup, patched: jax.Array, sharpness: float = 1.0) -> 
     if s.net.numerical:
         per_position = jnp.abs(patched[..., 0] - s.clean[..., 0])
     else:
-        clean = jax.nn.log_softmax(sharpness * with_empty(s.clean), axis=-1)
-        new = jax.nn.log_softmax(sharpness * with_empty(patched), axis=-1)
+        clean = jax.nn.log_softmax(sharpness * with_empty(s.clean, s.net.empty_threshold), axis=-1)
+        new = jax.nn.log_softmax(sharpness * with_empty(patched, s.net.empty_threshold), axis=-1)
         per_position = jnp.sum(jnp.exp(clean) * (clean - new), axis=-1)
     weight = s.scored.astype(jnp.float32)
     return jnp.sum(per_position * weight, axis=(-1, -2)) / jnp.maximum(weight.sum(), 1.0)
@@ -113,7 +116,7 @@ def _divergence_of_keep(net: Network, sharpness: float) -> Callable:
 def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
     """Absolute attribution-patching estimate per edge (or `(edge, position)`)."""
     net = s.net
-    answer = jnp.argmax(with_empty(s.clean), axis=-1)
+    answer = jnp.argmax(with_empty(s.clean, net.empty_threshold), axis=-1)
     weight = s.scored.astype(jnp.float32)
 
     def metric(keep: jax.Array) -> jax.Array:
@@ -121,7 +124,7 @@ def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
         if net.numerical:
             values = out[..., 0]
         else:
-            values = jnp.take_along_axis(jax.nn.log_softmax(with_empty(out), axis=-1), answer[..., None], axis=-1)[..., 0]
+            values = jnp.take_along_axis(jax.nn.log_softmax(with_empty(out, net.empty_threshold), axis=-1), answer[..., None], axis=-1)[..., 0]
         return jnp.sum(values * weight)
 
     keep = jnp.ones((len(net.ports), len(net.sources), s.length), jnp.float32)

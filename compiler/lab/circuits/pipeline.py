@@ -34,7 +34,7 @@ def record_of(variant: Variant, program: rasp.SOp, s: PatchingSetup, measured: M
               distribution: InputDistribution, per_position: Measured | None = None) -> CircuitRecord:
     """The `CircuitRecord` of a measured circuit (and optionally its per-position circuit)."""
     net = variant.net
-    structure = structural_edges(variant.model, output=str(program.label))
+    structure = structural_edges(variant.model, output=str(program.label), net=variant.exact_net)
     positions: tuple[tuple[int, ...], ...] = tuple(() for _ in net.edges)
     if per_position is not None:
         grid = per_position.circuit.reshape(len(net.edges), s.length)

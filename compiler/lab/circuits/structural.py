@@ -57,10 +57,11 @@ def read_write_sets(net: Network) -> tuple[list[set[int]], list[set[int]]]:
     return writes, reads
 
 
-def structural_edges(model: CompiledModel, output: str | None = None) -> Structure:
+def structural_edges(model: CompiledModel, output: str | None = None, net: Network | None = None) -> Structure:
     """The structural circuit of `model`'s output `output` (default: the first), over the edges
-    of `network(model, output=output)`."""
-    net = network(model, output=output)
+    of `net`, an exact-basis network of `model` (default `network(model, output=output)`; a
+    variant that changes the components, such as distributed heads, passes its own)."""
+    net = net if net is not None else network(model, output=output)
     labels = model.residual_labels
     writes, reads = read_write_sets(net)
     port_index = {p.name: i for i, p in enumerate(net.ports)}

@@ -6,7 +6,9 @@
   against RASP on the program's input space.
 * **c, gd**: the model run through a projection learned by gradient descent (`compression`'s
   trainer) at the width of (b), stopped at the first exact check or after the budget; its
-  accuracy is stated (`Variant.accuracy`).
+  accuracy is stated (`Variant.accuracy`). Its categorical outputs are decoded by argmax
+  alone, as that check decodes them: GD keeps the argmax, not the logit scale that the compiled
+  decoder's empty threshold assumes.
 * **d, distractors**: other programs compiled into the same model (`compile_rasp([...])`),
   active on the same inputs, not feeding the scored output: a random program over the same
   vocabulary (`compiler.fuzzing`) and Maps of the main program's own s-ops, which share its
@@ -15,6 +17,21 @@
   orthogonal rotation of the residual basis, a random invertible map inside every head's W_QK
   (W_Q A, W_K A^-T) and W_OV (W_V B, B^-1 W_O), and a random permutation and positive rescaling
   of every ReLU MLP's neurons (W_in[:, π] s, W_out[π] / s).
+* **f, distributed heads**: every head becomes `COPIES` heads with its attention pattern and
+  random positive shares of its W_OV (drawn from a Dirichlet, summing to 1): the same function,
+  but each computation is spread over parallel components, so ablating one copy moves the
+  output by its share only. Shares too small to flip an output alone leave their edges out of
+  the single-edge circuit; ablated together they do flip outputs, so the verified circuit is
+  the repaired one (redundant paths), and edges that matter only together compete with edges
+  that move the logits without changing a decoded output.
+
+* **g, interference**: every head and MLP also writes a random linear function of its own
+  output into the directions the unembedding reads for the scored output, each scaled so
+  that, on the sampled inputs, it moves no logit by more than `g@λ`'s λ (0.9 by default) times
+  the model's decision margin divided by the number of components. At λ < 1 they together never
+  change a decoded output of the unablated model on those inputs; above 1 they may
+  (`keeps_outputs` says whether they do). Every component, and every edge into it, now moves
+  the output logits, as the parts of a trained model outside its circuit do.
 
 Letters combine: "b+e" is the superposed model reparametrised, "d+b+e" all three. The circuit
 of every variant is measured on the variant itself (`compiler.lab.circuits.measure`), so the
@@ -34,7 +51,7 @@ import numpy as np
 from compiler import compile_rasp
 from compiler.fuzzing.program_spec import build
 from compiler.fuzzing.random_programs import generate
-from compiler.lab.circuits.components import AttentionLayer, MLPLayer, Network, network
+from compiler.lab.circuits.components import PORTS, AttentionLayer, MLPLayer, Network, Port, network
 from compiler.lab.circuits.measure import decoded
 from compiler.lab.circuits.patching import forward
 from compiler.model.compiled_model import CompiledModel
@@ -44,7 +61,13 @@ from rasp import rasp
 NOISE = 0.05
 
 LETTERS = {"a": "exact", "b": "analytic superposition", "c": "GD-compressed", "d": "distractors",
-           "e": "reparametrised"}
+           "e": "reparametrised", "f": "distributed heads", "g": "interference"}
+# f: how many parallel copies each head becomes, and the Dirichlet concentration of their shares
+# (1: uniform over the simplex, so shares are uneven).
+COPIES = 3
+CONCENTRATION = 1.0
+# g: the default fraction of the decision margin the interference may use up, all components together.
+INTERFERENCE = 0.9
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -57,6 +80,7 @@ class Variant:
     model: CompiledModel
     note: str
     accuracy: float | None = None  # c, or b squeezed: sequence accuracy against RASP on the exactness inputs
+    exact_net: Network | None = None  # f: the exact-basis network with the variant's components (structural circuit)
 
 
 def parse(name: str) -> tuple[str, ...]:
@@ -78,15 +102,29 @@ def squeeze(name: str) -> float:
     fractions = [part.split("@", 1) for part in name.split("+") if "@" in part]
     if not fractions:
         return 1.0
-    if len(fractions) > 1 or fractions[0][0].strip() not in ("b", "c"):
-        raise ValueError(f"variant {name!r}: only b or c takes a width fraction, once (e.g. 'c@0.6')")
+    if len(fractions) > 1 or fractions[0][0].strip() not in ("b", "c", "g"):
+        raise ValueError(f"variant {name!r}: only b or c (a width fraction) or g (an interference level) takes "
+                         f"'@', once (e.g. 'c@0.6', 'g@0.9')")
     try:
         fraction = float(fractions[0][1])
     except ValueError:
         raise ValueError(f"variant {name!r}: the width fraction after '@' must be a number in (0, 1]") from None
+    if fractions[0][0].strip() == "g":
+        if not fraction > 0.0:
+            raise ValueError(f"variant {name!r}: the interference level {fraction} must be positive")
+        return 1.0
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"variant {name!r}: the width fraction {fraction} must be in (0, 1]")
     return fraction
+
+
+def interference_level(name: str) -> float:
+    """The interference level of a variant name: `"g@0.5"` -> 0.5, `"g"` -> INTERFERENCE."""
+    for part in name.split("+"):
+        letter, _, level = part.strip().partition("@")
+        if letter == "g":
+            return float(level) if level else INTERFERENCE
+    return INTERFERENCE
 
 
 # -- d: distractors ------------------------------------------------------------------------------
@@ -236,6 +274,116 @@ def reparametrise(net: Network, seed: int = 0) -> Network:
     )
 
 
+# -- f: distributed heads ------------------------------------------------------------------------
+
+
+def distribute_heads(net: Network, copies: int = COPIES, seed: int = 0, shares: np.ndarray | None = None) -> Network:
+    """Every head of `net` as `copies` parallel heads with its W_QK and W_V and a positive share
+    of its W_O (the shares of one head sum to 1), so the layer computes the same sum.
+
+    Copy j of head h of block b is `layer b attn head h copy j`, head `h * copies + j` of its
+    block in the hook and auto-circuit names (this network's own numbering, not the export's).
+    `shares` (`[heads in total, copies]`) overrides the seeded Dirichlet draw.
+    """
+    rng = np.random.default_rng(seed)
+    heads = [c for c in net.sources if c.kind == "head"]
+    if shares is None:
+        shares = rng.dirichlet(np.full(copies, CONCENTRATION), size=len(heads))
+    shares = np.asarray(shares, np.float64)
+    if shares.shape != (len(heads), copies) or np.any(shares <= 0) or not np.allclose(shares.sum(axis=1), 1):
+        raise ValueError(f"shares must be [{len(heads)}, {copies}], positive, each row summing to 1; got {shares.shape}")
+    sources = [c for c in net.sources if c.kind == "embed"]
+    ports: list[Port] = []
+    layers = []
+    by_name = {c.name: c for c in net.sources}
+    old_ports = iter(net.ports)
+    head = 0
+    for layer in net.layers:
+        if isinstance(layer, MLPLayer):
+            port = next(old_ports)
+            ports.append(port)
+            sources.append(by_name[port.component])
+            layers.append(layer)
+            continue
+        names = [next(old_ports).component for _ in range(3 * len(layer.w_q))][::3]
+        w_o = []
+        for h, name in enumerate(names):
+            original = by_name[name]
+            for j in range(copies):
+                index = h * copies + j
+                copy = f"{name} copy {j}"
+                for port in PORTS:
+                    ports.append(Port(copy, port, f"blocks.{original.block}.hook_{port}_input", index,
+                                      f"A{original.block}.{index}.{port.upper()}"))
+                sources.append(dataclasses.replace(original, name=copy, head=index, hook_head=index,
+                                                   auto_circuit=f"A{original.block}.{index}"))
+                w_o.append(np.asarray(layer.w_o[h], np.float64) * shares[head, j])
+            head += 1
+        repeat = lambda w: np.repeat(w, copies, axis=0)
+        layers.append(AttentionLayer(repeat(layer.w_q), repeat(layer.w_k), repeat(layer.w_v),
+                                     np.stack(w_o).astype(np.float32)))
+    ports.append(next(old_ports))  # the unembedding
+    return dataclasses.replace(net, sources=tuple(sources), ports=tuple(ports), layers=tuple(layers))
+
+
+# -- g: interference ---------------------------------------------------------------------------------
+
+
+def decision_margin(net: Network, outputs: np.ndarray, scored: np.ndarray) -> float:
+    """How far every scored output logit may move, each on its own, without changing a decoded
+    output: half the smallest gap between the two largest logits (and, with an empty
+    threshold, between the largest logit and the threshold); numerical: the tolerance minus
+    the largest distance from a value of the set, at most."""
+    out = np.asarray(outputs, np.float64)[scored]
+    if net.numerical:
+        return float(net.numerical_tolerance) / 2
+    top = np.sort(out, axis=-1)
+    gaps = top[:, -1] - top[:, -2] if out.shape[-1] > 1 else np.full(len(out), np.inf)
+    if net.empty_threshold is not None:
+        gaps = np.minimum(gaps, 2 * np.abs(top[:, -1] - net.empty_threshold))
+    return float(gaps.min() / 2)
+
+
+def interfere(net: Network, ids: np.ndarray, level: float = INTERFERENCE, seed: int = 0) -> Network:
+    """`net` with interference at `level` (see the module docstring) measured on `ids`.
+
+    Every head and MLP's write `o` becomes `o (I + R_c U+)`, with `U` the unembedding's scored
+    columns, `U+` its pseudo-inverse (a write into the directions `U` reads) and `R_c` a random
+    `[d, n]` map scaled so that `|o R_c|` stays below `level * margin / components` on `ids`.
+    """
+    from compiler.lab.circuits.patching import forward, source_outputs
+
+    rng = np.random.default_rng(seed)
+    ids = jnp.asarray(ids, jnp.int32)
+    outputs = np.asarray(source_outputs(net, ids), np.float64)  # [S, B, T, d]
+    scored = np.asarray((ids != net.pad_id).at[:, 0].set(False))
+    keep = jnp.ones((len(net.ports), len(net.sources), ids.shape[-1]), jnp.float32)
+    clean = np.asarray(forward(net, keep, ids, jnp.zeros(outputs.shape, jnp.float32)))
+    components = [i for i, c in enumerate(net.sources) if c.kind in ("head", "mlp")]
+    budget = level * decision_margin(net, clean, scored) / max(len(components), 1)
+    read = np.asarray(net.unembed, np.float64)[:, net.columns]  # [d, n]
+    inverse = np.linalg.pinv(read)  # [n, d]
+    maps = {}
+    for source in components:
+        r = rng.normal(size=(net.width, read.shape[1]))
+        largest = np.abs(outputs[source][scored] @ r).max()
+        maps[source] = r * (budget / largest if largest > 0 else 0.0) @ inverse  # [d, d]
+    layers, source = [], 2
+    for layer in net.layers:
+        if isinstance(layer, AttentionLayer):
+            w_o = []
+            for h in range(len(layer.w_o)):
+                w = np.asarray(layer.w_o[h], np.float64)
+                w_o.append(w + w @ maps[source])
+                source += 1
+            layers.append(dataclasses.replace(layer, w_o=np.stack(w_o).astype(np.float32)))
+        else:
+            w = np.asarray(layer.w_out, np.float64)
+            layers.append(dataclasses.replace(layer, w_out=(w + w @ maps[source]).astype(np.float32)))
+            source += 1
+    return net.replace_weights(layers=tuple(layers))
+
+
 # -- the dial ----------------------------------------------------------------------------------------
 
 
@@ -256,10 +404,13 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
     Returns:
         The `Variant`.
     Raises:
-        ValueError: an unknown letter, or b and c together.
+        ValueError: an unknown letter, b and c together, or d with a program holding a rasp.Loop.
     """
     letters = parse(name)
     notes = []
+    if "d" in letters and _has_loop(program):
+        raise ValueError(f"variant {name!r}: distractors are compiled into one model with the program, and a "
+                         f"rasp.Loop ({program.label!r}) compiles only alone; use a, b, c, e or f")
     if "d" in letters:
         distractors = distractor_programs(program, vocab, max_seq_len, seed)
         model = compile_rasp([program, *distractors], set(vocab), max_seq_len)
@@ -276,12 +427,33 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
         notes.append(note)
         if "c" in letters:
             projection, note, accuracy = gd_projection(model, program, projection, gd_steps, seed, unique_tokens)
-            notes[-1] = note
+            notes[-1] = note + "; categorical outputs decoded by argmax, as the GD exactness check decodes"
     net = network(model, projection, output=str(program.label))
+    if "c" in letters:
+        # GD keeps the argmax, not the logit scale the empty threshold is set for (reverse at
+        # length 4: 11 % of outputs above it, 100 % right by argmax).
+        net = net.replace_weights(empty_threshold=None)
+    exact_net = None
+    if "f" in letters:
+        net = distribute_heads(net, seed=seed)
+        exact_net = distribute_heads(network(model, output=str(program.label)), seed=seed)
+        notes.append(f"distributed heads (seed {seed}): every head as {COPIES} copies with Dirichlet({CONCENTRATION:g}) shares of W_OV")
+    if "g" in letters:
+        from compiler.lab.circuits.ablation import InputDistribution
+
+        level = interference_level(name)
+        sample = InputDistribution(64, seed=seed + 7919, unique_tokens=unique_tokens).ids(model)
+        net = interfere(net, sample, level, seed)
+        notes.append(f"interference (seed {seed}): every head and MLP writes into the scored read-out, "
+                     f"{level:g} of the decision margin in all on 64 sampled inputs")
     if "e" in letters:
         net = reparametrise(net, seed)
         notes.append(f"reparametrised (seed {seed}): residual rotation, per-head W_QK / W_OV maps, MLP neuron permutation and rescaling")
-    return Variant(name, net, model, "; ".join(notes) or "exact compiled model", accuracy)
+    return Variant(name, net, model, "; ".join(notes) or "exact compiled model", accuracy, exact_net)
+
+
+def _has_loop(expr: rasp.RASPExpr) -> bool:
+    return isinstance(expr, rasp.Loop) or any(_has_loop(child) for child in expr.children)
 
 
 def _multi_analytic() -> None:

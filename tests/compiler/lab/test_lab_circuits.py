@@ -161,7 +161,9 @@ def test_sharpened_divergence_ranks_the_zero_ablation_circuit_perfectly():
 
 
 @pytest.mark.parametrize("variant", ["e", pytest.param("b", marks=pytest.mark.slow), pytest.param("b+e", marks=pytest.mark.slow),
-                                     pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow)])
+                                     pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow),
+                                     pytest.param("f", marks=pytest.mark.slow), pytest.param("f+e", marks=pytest.mark.slow),
+                                     pytest.param("g", marks=pytest.mark.slow), pytest.param("g@0.5+e", marks=pytest.mark.slow)])
 def test_variants_keep_the_outputs(variant, frac_prevs):
     program, vocab, model = _example("sort_unique") if variant in ("d", "d+e") else frac_prevs
     unique = variant in ("d", "d+e")
@@ -170,6 +172,65 @@ def test_variants_keep_the_outputs(variant, frac_prevs):
     assert keeps_outputs(built, program, tokens) == 1.0
     records = {m.record.ablation: m.record for m in measured(built, program, InputDistribution(32, unique_tokens=unique))}
     assert all(r.verification.verified for r in records.values())
+
+
+def test_distributed_heads_split_every_head(reverse):
+    """Variant f's copies (their outputs and circuits: test_variants_keep_the_outputs[f])."""
+    from compiler.lab.circuits.variants import COPIES, distribute_heads
+
+    program, vocab, model = reverse
+    built = make_variant("f", program, vocab, 5, model=model)
+    exact = network(model)
+    heads = [c.name for c in exact.sources if c.kind == "head"]
+    assert [c.name for c in built.net.sources if c.kind == "head"] == [f"{h} copy {j}" for h in heads for j in range(COPIES)]
+    assert len(built.exact_net.edges) == len(built.net.edges) > len(exact.edges)
+    first = built.net.layers[0]
+    np.testing.assert_allclose(first.w_o.sum(axis=0), exact.layers[0].w_o[0], atol=1e-6)  # the shares sum to the head
+    with pytest.raises(ValueError, match="positive, each row summing to 1"):
+        distribute_heads(exact, shares=np.full((len(heads), 2), 0.6))
+
+
+def test_decision_margin_is_half_the_smallest_gap_to_a_decision():
+    from compiler.lab.circuits.variants import decision_margin
+
+    net = Network((), (), np.zeros((1, 1)), np.zeros((1, 1)), (), np.zeros((1, 2)), slice(0, 2), False, 0.5, 0, 1, False)
+    logits = np.array([[[1.0, 0.0], [0.9, 0.2]]])  # [B, T, n]; the second position: 0.4 above the threshold
+    assert decision_margin(net, logits, np.array([[True, True]])) == pytest.approx(0.35)
+    assert decision_margin(net.replace_weights(empty_threshold=None), logits, np.array([[True, True]])) == pytest.approx(0.35)
+    assert decision_margin(net.replace_weights(empty_threshold=None), logits, np.array([[True, False]])) == pytest.approx(0.5)
+
+
+def _parity_loop(max_seq_len: int = 3):
+    from compiler.examples import LOOP_EXAMPLES
+
+    example = LOOP_EXAMPLES["parity_loop"]
+    program = example.build(max_seq_len)
+    return program, example.vocab, compile_rasp(program, set(example.vocab), max_seq_len)
+
+
+def test_loop_models_are_read_unrolled():
+    """A compiled rasp.Loop runs its tied block once per iteration: the circuit tools see every
+    iteration as components of its own (the unrolled model, as the export writes it)."""
+    from compiler.model.tying import untied
+
+    program, vocab, model = _parity_loop()
+    assert model.config.tied is not None
+    net, flat = network(model), network(untied(model))
+    assert net.edges == flat.edges and len(net.layers) == len(untied(model).config.layers) - 1  # block 0 has no head
+    with pytest.raises(ValueError, match="rasp.Loop .* compiles only alone"):
+        make_variant("d", program, vocab, 3)
+
+
+@pytest.mark.slow
+def test_loop_circuit_is_verified():
+    program, vocab, model = _parity_loop(4)
+    built = make_variant("a", program, vocab, 4, model=model)
+    assert keeps_outputs(built, program, InputDistribution(32).tokens(tuple(vocab), 4)) == 1.0
+    records = [m.record for m in measured(built, program, InputDistribution(32))]
+    assert all(r.verification.verified for r in records)
+    # Every iteration's head is in the zero-ablation circuit (the parity so far flows through each).
+    heads = {e.split(" -> ")[1].rsplit(".", 1)[0] for e in records[0].edge_names() if "attn head" in e.split(" -> ")[1]}
+    assert heads == {f"layer {b} attn head 0" for b in (1, 2, 3)}
 
 
 @pytest.mark.slow
@@ -236,11 +297,12 @@ def test_cli_writes_the_record_and_the_picture(tmp_path, capsys):
 
 
 def test_variant_width_fraction_is_parsed_and_checked():
-    from compiler.lab.circuits.variants import parse, squeeze
+    from compiler.lab.circuits.variants import interference_level, parse, squeeze
 
     assert parse("c@0.6") == ("c",) and squeeze("c@0.6") == 0.6
     assert parse("b@0.5+e") == ("b", "e") and squeeze("b+e") == 1.0
-    for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5"):
+    assert parse("g@0.5+e") == ("g", "e") and interference_level("g@0.5+e") == 0.5 and interference_level("g") == 0.9
+    for bad in ("e@0.5", "c@1.5", "c@0", "b@x", "b@0.5+c@0.5", "g@0", "g@-1"):
         with pytest.raises(ValueError, match="variant"):
             parse(bad)
 
@@ -250,3 +312,33 @@ def test_numerical_tolerance_merges_float_twins():
 
     assert half_smallest_gap([0.3, 0.1 + 0.2, 0.5, 1]) == pytest.approx(0.1)
     assert half_smallest_gap([2]) == 0.5 and half_smallest_gap(["a", 1, 3]) == 1.0
+
+
+def _circuits_extra() -> str | None:
+    """Why auto-circuit cannot run here (None when it can), read from the installed versions
+    without importing torch or TransformerLens, so the default run pays nothing for the skip."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        tl, _ = version("transformer-lens"), version("auto-circuit")
+    except PackageNotFoundError as error:
+        return f"the circuits extra is not installed ({error.name} missing)"
+    if int(tl.split(".")[0]) >= 4:
+        return f"TransformerLens {tl} (the export extra) has no HookedTransformer, which auto-circuit imports"
+    return None
+
+
+@pytest.mark.skipif(_circuits_extra() is not None, reason=str(_circuits_extra()))
+def test_auto_circuit_scores_the_export():
+    """Where the `circuits` extra is installed (auto-circuit next to TransformerLens 3.x):
+    auto-circuit's EAP runs on the exported model, names every edge of the record the way the
+    record does, and gives each a finite score."""
+    from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge
+
+    program, vocab, model = _example("frac_prevs")
+    ids = InputDistribution(8, min_length=5).ids(model)
+    record = _circuits(program, vocab, model)["resample"]
+    by_name = run_eap(model, ids, model.output_encoder.width)
+    assert {edge.auto_circuit for edge in record.edges} <= set(by_name)
+    scores = scores_by_edge(record, by_name)
+    assert scores.shape == (len(record.edges),) and np.all(np.isfinite(scores)) and scores.max() > 0
