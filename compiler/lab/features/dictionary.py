@@ -31,6 +31,7 @@ from scipy import sparse
 from compiler import CompiledModel
 from compiler.lab.features.sites import Site, SiteRunner, check_site
 from compiler.model.config import MODULE_NAME, AttentionSpec, SparseLinear
+from compiler.model.tying import untied
 from craft.bases import ONE_NAME, TOKENS_NAME
 
 INDICES_NAME = "indices"
@@ -97,7 +98,9 @@ def written_columns(spec: SparseLinear, param: np.ndarray) -> set[int]:
 
 def written_at(compiled: CompiledModel) -> np.ndarray:
     """Per residual coordinate, the first snapshot it can be non-zero in (0: the embedding;
-    ``k``: written by sub-layer ``k - 1``); ``len(layers) + 1`` for a coordinate nothing writes."""
+    ``k``: written by executed sub-layer ``k - 1``); ``len(layers) + 1`` for a coordinate nothing
+    writes."""
+    compiled = untied(compiled)
     config, params = compiled.config, compiled.params
     first = np.full(config.residual_width, len(config.layers) + 1, np.int64)
     embed = params[f"{MODULE_NAME}/embed"]
@@ -133,6 +136,7 @@ def true_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray 
         ValueError: the site does not exist or ``projection`` has the wrong number of rows.
     """
     check_site(compiled, site)
+    compiled = untied(compiled)  # a compiled loop: one copy of its tied block per iteration
     width_d = compiled.config.residual_width
     if projection is not None and np.shape(projection)[0] != width_d:
         raise ValueError(f"projection has {np.shape(projection)[0]} rows; the model's residual has D = {width_d}")

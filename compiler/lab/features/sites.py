@@ -13,6 +13,12 @@ A *site* is a place a dictionary-learning method reads activations from:
 :class:`compiler.model.transformer.CompiledTransformer` (the same sub-layer code), returning the
 stream at any snapshot, and can *splice*: start the forward pass at a snapshot from a stream the
 caller gives (e.g. an SAE's reconstruction) and return the output logits.
+
+A compiled ``rasp.Loop`` stores its tied block once (``ModelConfig.tied``) and runs it several
+times. Sites count the sub-layers the forward pass *runs*: sub-layer ``k`` is the ``k``-th one
+executed (``config.layer_order[k]``), so every iteration of the loop has its own sites, named by
+``CompiledModel.stage_names``. Internally every function here works on
+:func:`compiler.model.tying.untied` of such a model (one copy of the block per iteration).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 
 from compiler import CompiledModel
 from compiler.model.config import AttentionSpec, LayerSpec, ModelConfig, SparseLinear
+from compiler.model.tying import untied
 from compiler.model.transformer import PRECISION, CompiledTransformer, _ParamGroup, apply_linear
 from craft.blocks import activate
 
@@ -49,9 +56,15 @@ class Site:
         return f"mlp {self.index} ({stages[self.index + 1]})"
 
 
+def executed_layers(compiled: CompiledModel) -> tuple[LayerSpec, ...]:
+    """The sub-layers in the order the forward pass runs them (a tied block once per iteration)."""
+    config = compiled.config
+    return tuple(config.layers[index] for index in config.layer_order)
+
+
 def check_site(compiled: CompiledModel, site: Site) -> Site:
     """``site`` if the model has it, else a ValueError naming the valid range."""
-    layers = compiled.config.layers
+    layers = executed_layers(compiled)
     if site.kind == "resid":
         if not 0 <= site.index <= len(layers):
             raise ValueError(f"{site}: residual snapshots of this model are 0..{len(layers)}")
@@ -67,7 +80,7 @@ def check_site(compiled: CompiledModel, site: Site) -> Site:
 
 def residual_sites(compiled: CompiledModel) -> tuple[Site, ...]:
     """Every residual snapshot of the model."""
-    return tuple(Site("resid", k) for k in range(len(compiled.config.layers) + 1))
+    return tuple(Site("resid", k) for k in range(len(executed_layers(compiled)) + 1))
 
 
 def _rows(specs: list[SparseLinear], side: str, width: int) -> tuple[int, ...]:
@@ -213,10 +226,14 @@ class Capture:
 @dataclasses.dataclass(frozen=True, eq=False)
 class SiteRunner:
     """Activations at sites and spliced forward passes of one compiled model (optionally
-    compressed by ``projection``); every call is jitted once per site and input shape."""
+    compressed by ``projection``); every call is jitted once per site and input shape. A model with a
+    tied block (a compiled loop) is run untied (module docstring)."""
 
     compiled: CompiledModel
     projection: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compiled", untied(self.compiled))
 
     @functools.cached_property
     def _apply(self):
