@@ -36,12 +36,12 @@ def model_and_projection(stage: str, model_path: Path, projection_path: Path):
     spec = STAGES[stage]
     if not projection_path.exists():
         built = build_stage(spec)
-        save_model(built.compiled, model_path)
+        save_model(built.compiled, model_path, storage="sparse")
         np.save(projection_path, built.projection)
         return built.compiled, built.projection
     if not model_path.exists():
         save_model(compile_rasp(list(spec.programs()), set(range(spec.vocab_size)), spec.max_seq_len,
-                                optimize=False), model_path)
+                                optimize=False), model_path, storage="sparse")
     return load_model(model_path), np.load(projection_path)
 
 
