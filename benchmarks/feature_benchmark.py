@@ -1,22 +1,25 @@
 """Computed features in superposition: the staged models and SAE baselines, as tables.
 
-Per stage (1k, 4k, 16k features): features at the last residual site, width d, the interference
-bound's verdict, decoded-output accuracy against RASP on sampled inputs (Zipf tokens), L0 per
-residual site, the feature-frequency profile, and the time to generate activations with true codes
-(measured on ``--timing-tokens`` after a warm-up batch, extrapolated to 10^7 and labelled so).
+Per stage (1k, 4k, 16k features, or the copy stage 1k-copy): features at the last residual site,
+width d, the interference bound's verdict, decoded-output accuracy against RASP on sampled inputs
+(Zipf tokens), L0 per residual site, the feature-frequency profile, the co-firing classes (how many,
+their L0, distinct code sets), and the time to generate activations with true codes (measured on
+``--timing-tokens`` after a warm-up batch, extrapolated to 10^7 and labelled so).
 
 With SAELens installed (the ``sae`` extra, in its own venv) it then trains SAELens SAEs on the
 last residual site of ``--sae-stage`` (latents = true directions, k = the true L0): the first of
 ``--archs`` at every compression width d of ``--widths`` (the superposition dial), the others at
 the packed width, and the first again at the other ``--ks``. Each trains on a pool of activations
 and is scored on held-out ones with SynthSAEBench's metrics plus spliced-output accuracy and
-causal use; its loss curve is recorded. After every SAE the rows (with curves), the recovery plot
+causal use, and against the co-firing class dictionary (``mcc_vs_classes``); its loss curve is
+recorded. After every SAE the rows (with curves), the recovery plot
 and the loss plot are rewritten under ``--out``. Without SAELens it says so and stops after the
 stage table.
 
     python benchmarks/feature_benchmark.py                        # 1k, 4k, 16k; SAEs if installed
     python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths packed,144
     python benchmarks/feature_benchmark.py --stages "" --sae-stage 4k --archs topk --ks 38  # SAEs only
+    python benchmarks/feature_benchmark.py --stages 1k-copy --sae-stage 1k-copy --widths packed --ks 7
 """
 
 from __future__ import annotations
@@ -36,13 +39,14 @@ sys.path.insert(0, str(ROOT))
 from compiler.io.atomic import atomic_write_text  # noqa: E402
 from compiler.lab.features.dictionary import true_dictionary  # noqa: E402
 from compiler.lab.features.evaluation import output_accuracy, rasp_references  # noqa: E402
-from compiler.lab.features.metrics import data_profile, ground_truth, perfect_coder, synthetic_scores  # noqa: E402
+from compiler.lab.features.metrics import (cofiring, data_profile, dictionary_mcc, ground_truth,  # noqa: E402
+                                           perfect_coder, synthetic_scores)
 from compiler.lab.features.plots import loss_plot, recovery_plot  # noqa: E402
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites  # noqa: E402
 from compiler.lab.features.splice import causal_use, spliced_accuracy  # noqa: E402
 from compiler.lab.features.stages import STAGES, Stage, build_stage, sample_ids  # noqa: E402
 from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations  # noqa: E402
-from compression.analytic import interference_bound, packed_projection, residual_structure  # noqa: E402
+from compression.analytic import interference_bound, packed_projection  # noqa: E402
 
 ZIPF = 1.0
 
@@ -80,8 +84,10 @@ def stage_row(name: str, samples: int, timing_tokens: int, folder: Path) -> tupl
     profile_dir = folder / f"profile_{name}"
     stream_activations(model, last, profile_dir, 100_000, stage.projection, batch_inputs=4096, zipf=ZIPF,
                        progress=False)
-    occurring, _ = data_profile(ShardReader(profile_dir).batches(8192, ("code_index", "dense_codes")),
-                                dictionary.num_features)
+    occurring, dense_range = data_profile(ShardReader(profile_dir).batches(8192, ("code_index", "dense_codes")),
+                                          dictionary.num_features)
+    classes = cofiring(codes for _, codes in coded_batches(ShardReader(profile_dir), dictionary,
+                                                           ground_truth(dictionary, occurring, dense_range)))
     counts = np.zeros(dictionary.num_features)
     tokens = 0
     for batch in ShardReader(profile_dir).batches(8192, ("code_index",)):
@@ -95,7 +101,8 @@ def stage_row(name: str, samples: int, timing_tokens: int, folder: Path) -> tupl
         "features_per_dim": dictionary.num_features / stage.d, "bound_exact": stage.claims_exact,
         "max_load": stage.max_load, "samples": samples, "accuracy": accuracy, "l0_per_site": l0_per_site(stage),
         "freq_min": float(freq.min()), "freq_median": float(np.median(freq)), "freq_max": float(freq.max()),
-        "never_seen": int((~occurring).sum()), "timing_tokens": timing.tokens,
+        "never_seen": int((~occurring).sum()), "true_l0": classes.true_l0, "classes": classes.num_classes,
+        "class_l0": classes.class_l0, "distinct_code_sets": classes.distinct_code_sets, "timing_tokens": timing.tokens,
         "tokens_per_s": timing.tokens_per_second, "hours_for_1e7": 1e7 / timing.tokens_per_second / 3600,
         "build_s": sum(stage.seconds.values()),
     }
@@ -109,6 +116,13 @@ def shards(stage: Stage, w: np.ndarray, folder: Path, tokens: int, seed: int) ->
         stream_activations(stage.compiled, site, folder, tokens, w, batch_inputs=4096, zipf=ZIPF, seed=seed,
                            progress=False)
     return ShardReader(folder)
+
+
+def coded_batches(reader: ShardReader, dictionary, truth):
+    """``(activations, true codes)`` batches of a shard folder, codes in ``truth``'s order."""
+    for b in reader.batches(8192, ("activations", "code_index", "code_value", "dense_codes")):
+        yield b["activations"], truth.codes(dense_codes(b["code_index"], b["code_value"], dictionary.num_features),
+                                            b["dense_codes"])
 
 
 def convergence(curve: list) -> float:
@@ -142,11 +156,11 @@ def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folde
     coder = TorchCoder(sae)
 
     def batches():
-        for b in held_out.batches(8192, ("activations", "code_index", "code_value", "dense_codes")):
-            yield b["activations"], truth.codes(dense_codes(b["code_index"], b["code_value"], dictionary.num_features),
-                                                b["dense_codes"])
+        return coded_batches(held_out, dictionary, truth)
 
     scores = synthetic_scores(coder, truth, batches())
+    classes = cofiring(codes for _, codes in batches())
+    class_vectors = classes.class_vectors(truth.vectors)
     ids = sample_ids(model, 1000, seed=9, zipf=ZIPF)
     refs = rasp_references(model, stage.programs, ids)
     spliced = spliced_accuracy(model, coder, refs, site, w).sequence
@@ -158,7 +172,9 @@ def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folde
             "uniqueness": scores.uniqueness, "precision": scores.classification.precision,
             "recall": scores.classification.recall, "f1": scores.classification.f1_score, "spliced": spliced,
             "causal": use.fraction, "causal_used": use.used, "perfect_mcc": perfect.mcc,
-            "perfect_f1": perfect.classification.f1_score, "steps": steps, "samples": steps * 1024, "lr": lr,
+            "perfect_f1": perfect.classification.f1_score, "classes": classes.num_classes,
+            "class_l0": classes.class_l0, "class_mcc": dictionary_mcc(class_vectors, truth.vectors),
+            "mcc_vs_classes": dictionary_mcc(coder.decoder, class_vectors), "steps": steps, "samples": steps * 1024, "lr": lr,
             "train_tokens": tokens, "eval_tokens": eval_tokens, "train_s": train_s,
             "loss_first": curve[0].loss, "loss_last": curve[-1].loss, "loss_drop_last_fifth": convergence(curve),
             "curve": [[point.step, point.loss] for point in curve]}
@@ -172,7 +188,8 @@ def print_table(rows: list[dict], keys: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stages", default="1k,4k,16k", help="comma-separated; empty: SAE baselines only")
+    parser.add_argument("--stages", default="1k,4k,16k", help=f"comma-separated, of {sorted(STAGES)}; empty: SAE "
+                                                              "baselines only")
     parser.add_argument("--samples", type=int, default=10_000, help="sampled inputs checked against RASP")
     parser.add_argument("--timing-tokens", type=int, default=200_000)
     parser.add_argument("--sae-stage", default="1k", help="stage whose SAE baselines are trained; empty: none")
@@ -200,7 +217,8 @@ def main() -> None:
     if rows:
         print("\n## Stages (Zipf(1) tokens; time for 10^7 activations extrapolated from timing_tokens)\n")
         print_table(rows, ["stage", "features", "dense", "dropped", "D", "d", "features_per_dim", "bound_exact",
-                       "samples", "accuracy", "freq_min", "freq_median", "freq_max", "never_seen",
+                       "samples", "accuracy", "freq_min", "freq_median", "freq_max", "never_seen", "true_l0",
+                       "classes", "class_l0", "distinct_code_sets",
                             "timing_tokens", "tokens_per_s", "hours_for_1e7", "build_s"])
         for row in rows:
             print(f"{row['stage']}: L0 per residual site {[round(x, 2) for x in row['l0_per_site']]}")
@@ -214,7 +232,7 @@ def main() -> None:
     if not args.sae_stage:
         return
     base = stages.get(args.sae_stage) or build_stage(STAGES[args.sae_stage])
-    structure = residual_structure(base.compiled)
+    structure = base.structure
     true_l0 = l0_per_site(base)[-1]
     widths = [base.d if x == "packed" else int(x) for x in args.widths.split(",") if x]
     ks = [int(x) for x in args.ks.split(",") if x] or [max(1, round(true_l0 * f)) for f in (0.5, 1, 2)]
@@ -245,7 +263,8 @@ def main() -> None:
         loss_plot(out / f"loss_{name}.png", {f"{r['arch']} d={r['d']} k={r['k']}": r["curve"] for r in rows},
                   f"SAELens training loss, {name} model")
     keys = ["arch", "d", "k", "latents", "true_l0", "sae_l0", "dead", "shrinkage", "ev", "mcc", "uniqueness",
-            "precision", "recall", "f1", "spliced", "causal", "perfect_mcc", "perfect_f1", "steps", "train_s",
+            "precision", "recall", "f1", "spliced", "causal", "perfect_mcc", "perfect_f1", "classes", "class_l0",
+            "class_mcc", "mcc_vs_classes", "steps", "train_s",
             "loss_first", "loss_last", "loss_drop_last_fifth", "model_accuracy", "bound_exact"]
     print(f"\n## SAELens SAEs on the {name} model (last residual site; scored on held-out activations)\n")
     print_table(rows, keys)

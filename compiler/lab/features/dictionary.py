@@ -26,11 +26,11 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from scipy import sparse
 
 from compiler import CompiledModel
-from compiler.lab.features.sites import Site, SiteRunner, check_site
+from compiler.lab.features.sites import Site, SiteRunner, check_site, sparse_matrix
 from compiler.model.config import MODULE_NAME, AttentionSpec, SparseLinear
+from compiler.model.tying import untied
 from craft.bases import ONE_NAME, TOKENS_NAME
 
 INDICES_NAME = "indices"
@@ -97,7 +97,9 @@ def written_columns(spec: SparseLinear, param: np.ndarray) -> set[int]:
 
 def written_at(compiled: CompiledModel) -> np.ndarray:
     """Per residual coordinate, the first snapshot it can be non-zero in (0: the embedding;
-    ``k``: written by sub-layer ``k - 1``); ``len(layers) + 1`` for a coordinate nothing writes."""
+    ``k``: written by executed sub-layer ``k - 1``); ``len(layers) + 1`` for a coordinate nothing
+    writes."""
+    compiled = untied(compiled)
     config, params = compiled.config, compiled.params
     first = np.full(config.residual_width, len(config.layers) + 1, np.int64)
     embed = params[f"{MODULE_NAME}/embed"]
@@ -133,6 +135,7 @@ def true_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray 
         ValueError: the site does not exist or ``projection`` has the wrong number of rows.
     """
     check_site(compiled, site)
+    compiled = untied(compiled)  # a compiled loop: one copy of its tied block per iteration
     width_d = compiled.config.residual_width
     if projection is not None and np.shape(projection)[0] != width_d:
         raise ValueError(f"projection has {np.shape(projection)[0]} rows; the model's residual has D = {width_d}")
@@ -163,18 +166,6 @@ def hidden_labels(compiled: CompiledModel, index: int) -> tuple[str, ...]:
     if first is not None and first.output_space.num_dims == width:
         return tuple(str(d) for d in first.output_space.basis)
     return tuple(f"layer_{index}_hidden:{j}" for j in range(width))
-
-
-def sparse_matrix(spec: SparseLinear, param: np.ndarray, in_width: int, out_width: int) -> sparse.csr_array:
-    """``spec`` with parameter ``param`` as a scipy sparse ``[in_width, out_width]`` matrix."""
-    rows = np.arange(spec.shape[0]) if spec.in_idx is None else spec.in_array
-    cols = np.arange(spec.shape[1]) if spec.out_idx is None else spec.out_array
-    if spec.is_sparse:
-        (r, c), data = spec.pattern, param
-    else:
-        r, c = np.nonzero(param)
-        data = param[r, c]
-    return sparse.csr_array((data, (rows[r], cols[c])), shape=(in_width, out_width))
 
 
 def _mlp_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray | None) -> TrueDictionary:

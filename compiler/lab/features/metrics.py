@@ -17,6 +17,9 @@ The ground truth at a site is its sparse features that occur in the data plus th
 that vary over real positions (positions, numerical s-ops, attention internals); constant ones
 (``one``, the BOS and PAD markers, which are 0 at real positions) are a bias (:func:`ground_truth`).
 
+**Identifiability**: :func:`cofiring` groups true directions that are always on together in the
+data; each group's summed vector is an equally exact, sparser dictionary (see :class:`Cofiring`).
+
 **What only a compiled model allows** (:mod:`compiler.lab.features.splice`): the decoded-output
 accuracy against RASP with the reconstruction spliced into the stream, and how many true features
 have a latent that is matched and causally used downstream.
@@ -190,6 +193,71 @@ def hungarian(cosines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return linear_sum_assignment(1.0 - cosines)
 
 
+def dictionary_mcc(decoder: np.ndarray, vectors: np.ndarray) -> float:
+    """SynthSAEBench's MCC: the mean ``|cos|`` of the Hungarian matching of ``decoder`` rows to ``vectors``."""
+    cos = abs_cosines(np.asarray(decoder, np.float32), np.asarray(vectors, np.float32))
+    rows, cols = hungarian(cos)
+    return float(cos[rows, cols].mean())
+
+
+@dataclasses.dataclass(frozen=True)
+class Cofiring:
+    """Which true directions always fire together in some data (:func:`cofiring`).
+
+    Directions whose on/off pattern is identical over the data form one *class*. Replacing each
+    class by the sum of its vectors (codes 1: categorical features) is another exact dictionary
+    of the same data, sparser whenever a class has two or more members; a method that sees only
+    activations has no reason to prefer the true one then.
+    """
+
+    classes: np.ndarray  # [F + G'] class number of each true direction
+    num_classes: int
+    true_l0: float  # mean true directions on per activation
+    class_l0: float  # mean classes on per activation: the L0 of the class dictionary
+    distinct_code_sets: int  # distinct on/off patterns: distinct activations of an exact model
+    rows: int
+
+    def class_vectors(self, vectors: np.ndarray) -> np.ndarray:
+        """``[classes, d]``: each class's summed vectors (the sparser exact dictionary)."""
+        out = np.zeros((self.num_classes, np.shape(vectors)[1]), np.float64)
+        np.add.at(out, self.classes, np.asarray(vectors, np.float64))
+        return out.astype(np.float32)
+
+
+def cofiring(batches: Iterable[np.ndarray], seed: int = 0) -> Cofiring:
+    """Co-firing classes of the true directions over ``[n, F + G']`` true-code batches.
+
+    Columns and rows are compared by exact 64-bit hashes (sums of random integers over the
+    entries that are on, with wrap-around), two per column, so the data is never held whole.
+
+    Raises:
+        ValueError: no rows were given.
+    """
+    rng = np.random.default_rng(seed)
+    column_hash = row_hashes = None
+    rows = true_on = 0
+    row_keys: set[tuple[int, int]] = set()
+    on_rows: list[np.ndarray] = []
+    for codes in batches:
+        on = np.asarray(codes) != 0
+        if column_hash is None:
+            column_hash = np.zeros((on.shape[1], 2), np.uint64)
+            row_hashes = rng.integers(0, 2**63, (on.shape[1], 2), dtype=np.uint64)
+        weights = rng.integers(0, 2**63, (len(on), 2), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            column_hash += on.T.astype(np.uint64) @ weights
+            row_keys.update(map(tuple, (on.astype(np.uint64) @ row_hashes).tolist()))
+        true_on += int(on.sum())
+        rows += len(on)
+        on_rows.append(np.packbits(on, axis=1))
+    if column_hash is None or rows == 0:
+        raise ValueError("cofiring: no true codes were given")
+    _, first, classes = np.unique(column_hash, axis=0, return_index=True, return_inverse=True)
+    width = column_hash.shape[0]
+    class_on = sum(int(np.unpackbits(packed, axis=1, count=width)[:, first].sum()) for packed in on_rows)
+    return Cofiring(classes.ravel(), len(first), true_on / rows, class_on / rows, len(row_keys), rows)
+
+
 def synthetic_scores(coder: SparseCoder, truth: GroundTruth, batches: Iterable[tuple[np.ndarray, np.ndarray]]
                      ) -> SyntheticScores:
     """Score ``coder`` on ``(activations [n, d], true codes [n, F + G'])`` batches."""
@@ -229,9 +297,8 @@ def synthetic_scores(coder: SparseCoder, truth: GroundTruth, batches: Iterable[t
     variance = sum_sq / n - float(np.sum((sum_x / n) ** 2))
     mse = sum_res / n
     explained = (1.0 if mse < 1e-10 else 0.0) if variance < 1e-10 else 1.0 - mse / variance
-    rows, cols = hungarian(cos)
     return SyntheticScores(true_l0 / n, sae_l0 / n, int((~fired).sum()), shrink / max(shrink_n, 1), explained,
-                           float(cos[rows, cols].mean()), len(np.unique(best)) / latents,
+                           dictionary_mcc(decoder, truth.vectors), len(np.unique(best)) / latents,
                            _classification(tp, fp, fn, tn))
 
 

@@ -13,6 +13,12 @@ A *site* is a place a dictionary-learning method reads activations from:
 :class:`compiler.model.transformer.CompiledTransformer` (the same sub-layer code), returning the
 stream at any snapshot, and can *splice*: start the forward pass at a snapshot from a stream the
 caller gives (e.g. an SAE's reconstruction) and return the output logits.
+
+A compiled ``rasp.Loop`` stores its tied block once (``ModelConfig.tied``) and runs it several
+times. Sites count the sub-layers the forward pass *runs*: sub-layer ``k`` is the ``k``-th one
+executed (``config.layer_order[k]``), so every iteration of the loop has its own sites, named by
+``CompiledModel.stage_names``. Internally every function here works on
+:func:`compiler.model.tying.untied` of such a model (one copy of the block per iteration).
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import sparse
 
 from compiler import CompiledModel
-from compiler.model.config import AttentionSpec, LayerSpec, ModelConfig, SparseLinear
+from compiler.model.config import MODULE_NAME, AttentionSpec, LayerSpec, ModelConfig, SparseLinear
+from compiler.model.tying import untied
 from compiler.model.transformer import PRECISION, CompiledTransformer, _ParamGroup, apply_linear
 from craft.blocks import activate
 
@@ -49,9 +57,15 @@ class Site:
         return f"mlp {self.index} ({stages[self.index + 1]})"
 
 
+def executed_layers(compiled: CompiledModel) -> tuple[LayerSpec, ...]:
+    """The sub-layers in the order the forward pass runs them (a tied block once per iteration)."""
+    config = compiled.config
+    return tuple(config.layers[index] for index in config.layer_order)
+
+
 def check_site(compiled: CompiledModel, site: Site) -> Site:
     """``site`` if the model has it, else a ValueError naming the valid range."""
-    layers = compiled.config.layers
+    layers = executed_layers(compiled)
     if site.kind == "resid":
         if not 0 <= site.index <= len(layers):
             raise ValueError(f"{site}: residual snapshots of this model are 0..{len(layers)}")
@@ -67,7 +81,7 @@ def check_site(compiled: CompiledModel, site: Site) -> Site:
 
 def residual_sites(compiled: CompiledModel) -> tuple[Site, ...]:
     """Every residual snapshot of the model."""
-    return tuple(Site("resid", k) for k in range(len(compiled.config.layers) + 1))
+    return tuple(Site("resid", k) for k in range(len(executed_layers(compiled)) + 1))
 
 
 def _rows(specs: list[SparseLinear], side: str, width: int) -> tuple[int, ...]:
@@ -87,8 +101,80 @@ def _remap(spec: SparseLinear, rows: tuple[int, ...], side: str) -> SparseLinear
     if idx is None:
         return spec
     at = {r: j for j, r in enumerate(rows)}
-    new = tuple(at[i] for i in idx)
+    new: tuple[int, ...] | None = tuple(at[i] for i in idx)
+    if new == tuple(range(len(rows))):
+        new = None  # every row in order: no gather (in) or scatter (out) at all
     return dataclasses.replace(spec, in_idx=new) if side == "in" else dataclasses.replace(spec, out_idx=new)
+
+
+# A column set in at most this many contiguous runs is read by slicing and written by slice
+# updates; XLA's CPU scatter was most of the exact model's time (an MLP writing 3,968 columns).
+MAX_RUNS = 16
+
+
+def _runs(rows: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """``rows`` (sorted) as contiguous runs ``(start, stop, offset within rows)``."""
+    runs: list[tuple[int, int, int]] = []
+    for offset, row in enumerate(rows):
+        if runs and runs[-1][1] == row:
+            runs[-1] = (runs[-1][0], row + 1, runs[-1][2])
+        else:
+            runs.append((row, row + 1, offset))
+    return runs
+
+
+def _columns(r: jax.Array, rows: tuple[int, ...]) -> jax.Array:
+    """``r[..., rows]``, by slices when the rows form few runs."""
+    runs = _runs(rows)
+    if len(runs) == 1 and runs[0][:2] == (0, r.shape[-1]):
+        return r
+    if len(runs) > MAX_RUNS:
+        return jnp.take(r, np.asarray(rows, np.int32), axis=-1)
+    return jnp.concatenate([r[..., a:b] for a, b, _ in runs] or [r[..., :0]], axis=-1)
+
+
+def _add_columns(r: jax.Array, y: jax.Array, rows: tuple[int, ...]) -> jax.Array:
+    """``r`` with ``y`` added at columns ``rows``, by slice updates when the rows form few runs."""
+    runs = _runs(rows)
+    if len(runs) > MAX_RUNS:
+        return r.at[..., np.asarray(rows, np.int32)].add(y)
+    for a, b, offset in runs:
+        r = r.at[..., a:b].add(y[..., offset:offset + b - a])
+    return r
+
+
+def sparse_matrix(spec: SparseLinear, param: np.ndarray, in_width: int, out_width: int) -> sparse.csr_array:
+    """``spec`` with parameter ``param`` as a scipy sparse ``[in_width, out_width]`` matrix."""
+    rows = np.arange(spec.shape[0]) if spec.in_idx is None else spec.in_array
+    cols = np.arange(spec.shape[1]) if spec.out_idx is None else spec.out_array
+    if spec.is_sparse:
+        (r, c), data = spec.pattern, np.asarray(param)
+    else:
+        param = np.asarray(param)
+        r, c = np.nonzero(param)
+        data = param[r, c]
+    return sparse.csr_array((data, (rows[r], cols[c])), shape=(in_width, out_width))
+
+
+def embedding_tables(compiled: CompiledModel, projection: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(tokens [vocab, width], positions [max_seq_len + 1, width])``: what the embedding writes
+    into the stream for each token and position, through ``projection`` when given.
+
+    The embedding of a one-hot input is a row lookup, so the forward pass gathers these rows
+    instead of multiplying one-hots by ``[vocab, D]`` and then by ``W`` (``B T D d`` work, half of
+    a compressed pass at the 4k stage).
+    """
+    config = compiled.config
+    embed = compiled.params[f"{MODULE_NAME}/embed"]
+    width = config.residual_width
+    tables = [sparse_matrix(config.token_embed, embed["token"], config.vocab_size, width)]
+    positions = config.max_seq_len + 1
+    tables.append(sparse_matrix(config.pos_embed, embed["position"], positions, width) if "position" in embed
+                  else sparse.csr_array((positions, width), dtype=np.float32))
+    if projection is None:
+        return tuple(np.asarray(t.toarray(), np.float32) for t in tables)  # type: ignore[return-value]
+    w = np.asarray(projection, np.float64)
+    return tuple(np.asarray(t.astype(np.float64) @ w, np.float32) for t in tables)  # type: ignore[return-value]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,67 +213,62 @@ class _Runner(CompiledTransformer):
 
     Compressed (``projection`` given), each sub-layer reads only the rows of ``W`` its weights
     read (``x[:, reads] = r @ W[reads]ᵀ``) and writes through the rows it writes: the same
-    numbers as reading the whole ``r @ Wᵀ``, at a cost set by the sub-layer, not by D.
+    numbers as reading the whole ``r @ Wᵀ``, at a cost set by the sub-layer, not by D. The exact
+    model reads and writes those residual columns by slices (:data:`MAX_RUNS`).
     """
 
     def __init__(self, config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]):
         super().__init__(config, weights)
         self.steps, self.unembed_step = _plan(config)
 
-    def __call__(self, ids: jax.Array, projection: jax.Array | None = None, start: int = 0,  # type: ignore[override]
-                 stream: jax.Array | None = None, stop: int | None = None, logits: bool = True):
+    def __call__(self, ids: jax.Array, projection: jax.Array | None,  # type: ignore[override]
+                 tables: tuple[jax.Array, jax.Array] | None,
+                 start: int = 0, stream: jax.Array | None = None, stop: int | None = None, logits: bool = True):
         """Streams of snapshots ``start..stop`` (the given ``stream`` at ``start``, or the embedding
-        when ``start`` is 0 and none is given), MLP hidden activations and deltas, and the output
-        (None unless ``logits`` and ``stop`` is the last snapshot)."""
+        from ``tables`` (:func:`embedding_tables`) when ``start`` is 0 and none is given), MLP
+        hidden activations and deltas, and the output (None unless ``logits`` and ``stop`` is the
+        last snapshot)."""
         config = self.config
-        width = config.residual_width
         stop = len(config.layers) if stop is None else stop
         # The parameter groups of CompiledTransformer, so Haiku names (and so params) match.
         self._groups = {module: _ParamGroup(values, name=module) for module, values in self.weights.items()}
 
         def read(r: jax.Array, rows: tuple[int, ...]) -> jax.Array:
             if projection is None:
-                return r
+                return _columns(r, rows)
             return jnp.einsum("...d,Dd->...D", r, projection[np.asarray(rows)], precision=PRECISION)
 
-        def write(y: jax.Array, rows: tuple[int, ...]) -> jax.Array:
+        def add(r: jax.Array, y: jax.Array, rows: tuple[int, ...]) -> jax.Array:
             if projection is None:
-                return y
-            return jnp.einsum("...D,Dd->...d", y, projection[np.asarray(rows)], precision=PRECISION)
+                return _add_columns(r, y, rows)
+            return r + jnp.einsum("...D,Dd->...d", y, projection[np.asarray(rows)], precision=PRECISION)
 
         length = ids.shape[-1]
         if stream is None:
-            tokens = jax.nn.one_hot(ids, config.vocab_size, dtype=jnp.float32)
-            positions = jax.nn.one_hot(jnp.arange(length), config.max_seq_len + 1)
-            embedded = apply_linear(config.token_embed, self._get("embed", "token"), tokens, width)
-            embedded = embedded + apply_linear(config.pos_embed, self._get("embed", "position"), positions, width)
-            stream = write(embedded, tuple(range(width)))
+            stream = jnp.take(tables[0], ids, axis=0) + tables[1][:length]
         mask = (ids != config.pad_id)[..., None, :]
         if config.causal:
             mask = mask & jnp.tril(jnp.ones((length, length), dtype=bool))
         streams, hidden, deltas = {start: stream}, {}, {}
         for index in range(start, stop):
-            step = self.steps[index] if projection is not None else _Step(config.layers[index], (), ())
+            step = self.steps[index]
             layer, module = step.layer, f"layer_{index}"
             if isinstance(layer, AttentionSpec):
                 if layer.heads:
-                    x = read(stream, step.reads)
-                    out_width = len(step.writes) if projection is not None else width
-                    delta, _ = self._attention(module, layer, x, mask, out_width, self._get)
-                    stream = stream + write(delta, step.writes)
+                    delta, _ = self._attention(module, layer, read(stream, step.reads), mask, len(step.writes),
+                                               self._get)
+                    stream = add(stream, delta, step.writes)
             elif layer.w_in.shape[1]:
-                x = read(stream, step.reads)
-                pre = apply_linear(layer.w_in, self._get(module, "w_in"), x)
+                pre = apply_linear(layer.w_in, self._get(module, "w_in"), read(stream, step.reads))
                 hidden[index] = activate(layer.activation, pre)
-                out_width = len(step.writes) if projection is not None else width
-                deltas[index] = write(apply_linear(layer.w_out, self._get(module, "w_out"), hidden[index], out_width),
-                                      step.writes)
-                stream = stream + deltas[index]
+                delta = apply_linear(layer.w_out, self._get(module, "w_out"), hidden[index], len(step.writes))
+                deltas[index] = add(jnp.zeros_like(stream), delta, step.writes)  # dropped by jit unless asked for
+                stream = add(stream, delta, step.writes)
             streams[index + 1] = stream
         output = None
         if logits and stop == len(config.layers):
-            unembed = self.unembed_step.layer if projection is not None else config.unembed
-            out = apply_linear(unembed, self._get("unembed", "w_u"), read(stream, self.unembed_step.reads))
+            out = apply_linear(self.unembed_step.layer, self._get("unembed", "w_u"),
+                               read(stream, self.unembed_step.reads))
             output = out[..., 0] if config.numerical_output else out
         return streams, hidden, deltas, output
 
@@ -213,10 +294,14 @@ class Capture:
 @dataclasses.dataclass(frozen=True, eq=False)
 class SiteRunner:
     """Activations at sites and spliced forward passes of one compiled model (optionally
-    compressed by ``projection``); every call is jitted once per site and input shape."""
+    compressed by ``projection``); every call is jitted once per site and input shape. A model with a
+    tied block (a compiled loop) is run untied (module docstring)."""
 
     compiled: CompiledModel
     projection: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compiled", untied(self.compiled))
 
     @functools.cached_property
     def _apply(self):
@@ -224,9 +309,13 @@ class SiteRunner:
         weights = {key.split("/", 1)[1]: {n: np.asarray(v) for n, v in value.items()}
                    for key, value in self.compiled.params.items()}
         transformed = hk.without_apply_rng(hk.transform(
-            lambda ids, projection, start, stream, stop=None, logits=True:
-            _Runner(config, weights)(ids, projection, start, stream, stop, logits)))
+            lambda ids, projection, tables, start, stream, stop=None, logits=True:
+            _Runner(config, weights)(ids, projection, tables, start, stream, stop, logits)))
         return transformed.apply
+
+    @functools.cached_property
+    def _tables(self) -> tuple[jax.Array, jax.Array]:
+        return tuple(jnp.asarray(t) for t in embedding_tables(self.compiled, self.projection))  # type: ignore[return-value]
 
     @functools.cached_property
     def _w(self) -> jax.Array | None:
@@ -241,9 +330,9 @@ class SiteRunner:
     def _at(self):
         apply = self._apply
 
-        def at(params, ids, w, kind: str, index: int):
+        def at(params, ids, w, tables, kind: str, index: int):
             stop = index if kind == "resid" else index + 1
-            streams, hidden, deltas, _ = apply(params, ids, w, 0, None, stop, False)
+            streams, hidden, deltas, _ = apply(params, ids, w, tables, 0, None, stop, False)
             if kind == "resid":
                 return streams[index], None
             return deltas[index], hidden[index]
@@ -253,11 +342,12 @@ class SiteRunner:
     @functools.cached_property
     def _all(self):
         apply = self._apply
-        return jax.jit(lambda params, ids, w: apply(params, ids, w, 0, None))
+        return jax.jit(lambda params, ids, w, tables: apply(params, ids, w, tables, 0, None))
 
     def capture(self, ids: np.ndarray | jax.Array) -> Capture:
         """Every site at once (one jitted pass): streams, MLP hidden activations and deltas, output."""
-        streams, hidden, deltas, output = self._all(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w)
+        streams, hidden, deltas, output = self._all(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w,
+                                                    self._tables)
         return Capture(tuple(np.asarray(streams[k]) for k in sorted(streams)),
                        {i: np.asarray(h) for i, h in hidden.items()},
                        {i: np.asarray(h) for i, h in deltas.items()}, np.asarray(output))
@@ -267,30 +357,32 @@ class SiteRunner:
         apply = self._apply
 
         def from_(params, ids, w, stream, start: int):
-            return apply(params, ids, w, start, stream)[3]
+            return apply(params, ids, w, None, start, stream)[3]
 
         return jax.jit(from_, static_argnames=("start",))
 
     def activations(self, ids: np.ndarray | jax.Array, site: Site) -> jax.Array:
         """``[batch, T, width]``: the stream at a residual site, or what an MLP site adds to it."""
         check_site(self.compiled, site)
-        return self._at(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, site.kind, site.index)[0]
+        return self._at(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, self._tables, site.kind,
+                        site.index)[0]
 
     def hidden(self, ids: np.ndarray | jax.Array, site: Site) -> jax.Array:
         """``[batch, T, hidden]``: the hidden activations of an MLP site."""
         if site.kind != "mlp":
             raise ValueError(f"{site}: hidden activations exist at MLP sites only")
         check_site(self.compiled, site)
-        return self._at(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, site.kind, site.index)[1]
+        return self._at(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, self._tables, site.kind,
+                        site.index)[1]
 
     @functools.cached_property
     def _output(self):
         apply = self._apply
-        return jax.jit(lambda params, ids, w: apply(params, ids, w, 0, None)[3])
+        return jax.jit(lambda params, ids, w, tables: apply(params, ids, w, tables, 0, None)[3])
 
     def output(self, ids: np.ndarray | jax.Array) -> jax.Array:
         """The model's output (logits, or values for a numerical output) on ``ids``."""
-        return self._output(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w)
+        return self._output(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, self._tables)
 
     def spliced_output(self, ids: np.ndarray | jax.Array, site: Site, stream: np.ndarray | jax.Array) -> jax.Array:
         """The output when the stream at residual ``site`` is replaced by ``stream``

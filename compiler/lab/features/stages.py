@@ -17,6 +17,15 @@ categorical coordinate gets a direction in the packed projection: the features. 
 frequencies follow the input distribution: :func:`sample_ids` draws tokens uniformly or from a
 Zipf law (``zipf`` > 0), which, through the bijections, gives every branch a power-law profile.
 The stages ``1k``, ``4k`` and ``16k`` are the issue's sizes.
+
+In those stages every feature at a position is a function of that position's token (or, for
+``same{j}``, of a few tokens), so features *co-fire*: ``mix3:17`` is on exactly when the token
+and every other ``mix`` hold their matching values. The sum of a co-firing class is a sparser
+exact dictionary than the true one, and no method that sees only activations can prefer the true
+one (:func:`compiler.lab.features.metrics.cofiring_classes` measures it). The *copy* stages
+(:class:`CopySpec`, ``1k-copy`` ...) have features that fire independently: ``tok{s}`` is the
+token ``s`` positions back (``rasp.lib.shift_by``, one attention head each), and tokens are drawn
+independently, so no feature implies another and the true dictionary is the sparsest one.
 """
 
 from __future__ import annotations
@@ -31,8 +40,11 @@ import numpy as np
 import rasp
 from compiler import CompiledModel, compile_rasp
 from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
+from compression.analytic.structure import ResidualStructure
 from compression.learned.sampling import sample_inputs
 from compression.task import input_space_of
+from craft.bases import TOKENS_NAME
+from rasp import lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +59,10 @@ class StageSpec:
     shifts: int = 2  # same{j} programs (attention)
     max_seq_len: int = 4
 
+    def programs(self) -> list[rasp.SOp]:
+        """The outputs of the stage's model (:func:`stage_programs`)."""
+        return stage_programs(self)
+
     def __post_init__(self) -> None:
         if self.vocab_size < 2 or self.vocab_size & (self.vocab_size - 1):
             raise ValueError(f"{self.name}: vocab_size must be a power of two >= 2 (odd multipliers are then "
@@ -57,10 +73,34 @@ class StageSpec:
             raise ValueError(f"{self.name}: need branches >= 1 and 0 <= shifts <= lows <= branches")
 
 
-STAGES: dict[str, StageSpec] = {
+@dataclasses.dataclass(frozen=True)
+class CopySpec:
+    """A stage whose features fire independently (module docstring): ``tok{s}``, the token ``s``
+    positions back, for ``s = 1 .. offsets``; inputs are ``offsets + 1`` tokens long at most."""
+
+    name: str
+    vocab_size: int
+    offsets: int
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.offsets + 1
+
+    def programs(self) -> list[rasp.SOp]:
+        """``tok1 .. tok{offsets}``: one attention head each, read by the unembedding."""
+        return [rasp.categorical(lib.shift_by(s, rasp.tokens)).named(f"tok{s}") for s in range(1, self.offsets + 1)]
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 2 or self.offsets < 1:
+            raise ValueError(f"{self.name}: need vocab_size >= 2 and offsets >= 1, got {self.vocab_size}, "
+                             f"{self.offsets}")
+
+
+STAGES: dict[str, StageSpec | CopySpec] = {
     "1k": StageSpec("1k", 64, 15),
     "4k": StageSpec("4k", 128, 31),
     "16k": StageSpec("16k", 512, 31),
+    "1k-copy": CopySpec("1k-copy", 64, 16),
 }
 
 
@@ -82,10 +122,11 @@ def stage_programs(spec: StageSpec) -> list[rasp.SOp]:
 class Stage:
     """A compiled, analytically compressed benchmark model."""
 
-    spec: StageSpec
+    spec: StageSpec | CopySpec
     programs: tuple[rasp.SOp, ...]
     compiled: CompiledModel
     projection: np.ndarray  # W, [D, d]
+    structure: ResidualStructure  # what the projection was built from (narrower widths: packed_projection)
     claims_exact: bool  # the interference bound's verdict (compression.analytic)
     max_load: float
     seconds: dict[str, float]  # compile, structure, projection
@@ -95,7 +136,7 @@ class Stage:
         return int(self.projection.shape[1])
 
 
-def build_stage(spec: StageSpec, d: int | None = None, seed: int = 0) -> Stage:
+def build_stage(spec: StageSpec | CopySpec, d: int | None = None, seed: int = 0) -> Stage:
     """Compile ``spec``'s programs into one model and compress it with the packed projection.
 
     Args:
@@ -109,20 +150,32 @@ def build_stage(spec: StageSpec, d: int | None = None, seed: int = 0) -> Stage:
     """
     seconds = {}
     start = time.perf_counter()
-    programs = tuple(stage_programs(spec))
+    programs = tuple(spec.programs())
     # Within compile_rasp's default weight guard at every stage: the unembedding is built sparse
     # and the token embedding is (V + 2) x D floats (34 MB at 16k).
     compiled = compile_rasp(list(programs), set(range(spec.vocab_size)), spec.max_seq_len, optimize=False)
     seconds["compile"] = time.perf_counter() - start
     start = time.perf_counter()
     structure = residual_structure(compiled)
+    if isinstance(spec, CopySpec):
+        structure = tokens_protected(compiled, structure)
     seconds["structure"] = time.perf_counter() - start
     start = time.perf_counter()
     width = packed_width(structure, seed) if d is None else d
     w = packed_projection(structure, width, seed)
     bound = interference_bound(structure, w)
     seconds["projection"] = time.perf_counter() - start
-    return Stage(spec, programs, compiled, w, bound.claims_exact, bound.max_load, seconds)
+    return Stage(spec, programs, compiled, w, structure, bound.claims_exact, bound.max_load, seconds)
+
+
+def tokens_protected(compiled: CompiledModel, structure: ResidualStructure) -> ResidualStructure:
+    """``structure`` with the token values on their own axes. A copy head writes the token's code
+    as it reads it, overlaps included, so copies of superposed tokens are not clean codes of the
+    copied s-op (measured: 7.8 % of inputs right at the copy stage's packed width); with the tokens
+    orthonormal every copy is exact and only the copies are packed."""
+    tokens = [i for i, label in enumerate(compiled.residual_labels)
+              if label.startswith(f"{TOKENS_NAME}:") and label not in (f"{TOKENS_NAME}:BOS", f"{TOKENS_NAME}:PAD")]
+    return dataclasses.replace(structure, protected=tuple(sorted(set(structure.protected) | set(tokens))))
 
 
 def sample_ids(compiled: CompiledModel, count: int, seed: int = 0, zipf: float = 0.0) -> np.ndarray:

@@ -60,18 +60,40 @@ def max_active(dictionary: TrueDictionary) -> int:
 
 
 def _code_fn(dictionary: TrueDictionary, k: int):
+    """The jitted code extraction: ``values [..., D]`` (exact model) -> ``(index, value, dense)``."""
     coords = jnp.asarray(dictionary.coords)
     dense = jnp.asarray(dictionary.dense_coords)
+    slots = _value_slots(dictionary) if dictionary.site.kind == "resid" else None
 
     def codes(values):
         feature_values = jnp.take(values, coords, axis=-1)
         feature_values = jnp.where(jnp.abs(feature_values) < CODE_FLOOR, 0.0, feature_values)
-        top, index = jax.lax.top_k(jnp.abs(feature_values), k)
-        picked = jnp.take_along_axis(feature_values, index, axis=-1)
+        if slots is None:  # MLP site: several hidden units of one MLP may be on together
+            top, index = jax.lax.top_k(jnp.abs(feature_values), k)
+            picked = jnp.take_along_axis(feature_values, index, axis=-1)
+        else:  # one value per s-op at most: an argmax within each s-op's values (top_k sorts all F)
+            padded = jnp.concatenate([feature_values, jnp.zeros(feature_values.shape[:-1] + (1,))], axis=-1)
+            grouped = jnp.take(padded, slots, axis=-1)  # [..., s-ops, values]
+            best = jnp.argmax(jnp.abs(grouped), axis=-1)
+            picked = jnp.take_along_axis(grouped, best[..., None], axis=-1)[..., 0]
+            index, top = jnp.asarray(slots)[jnp.arange(len(slots)), best], jnp.abs(picked)
         index = jnp.where(top > 0, index, -1).astype(jnp.int32)
         return index, jnp.where(top > 0, picked, 0.0), jnp.take(values, dense, axis=-1)
 
     return codes
+
+
+def _value_slots(dictionary: TrueDictionary) -> np.ndarray:
+    """``[s-ops, most values]``: the feature numbers of each s-op's values, padded with ``F`` (a
+    zero column appended to the features)."""
+    groups: dict[str, list[int]] = {}
+    for feature, label in enumerate(dictionary.labels):
+        groups.setdefault(label.split(":", 1)[0], []).append(feature)
+    slots = np.full((max(1, len(groups)), max((len(g) for g in groups.values()), default=1)),
+                    dictionary.num_features, np.int64)
+    for row, members in enumerate(groups.values()):
+        slots[row, :len(members)] = members
+    return slots
 
 
 def stream_activations(

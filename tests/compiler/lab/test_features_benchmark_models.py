@@ -7,7 +7,7 @@ import pytest
 
 from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
 from compiler.lab.features.evaluation import output_accuracy, rasp_references
-from compiler.lab.features.metrics import data_profile, ground_truth, perfect_coder, synthetic_scores
+from compiler.lab.features.metrics import cofiring, data_profile, ground_truth, perfect_coder, synthetic_scores
 from compiler.lab.features.sites import Site, SiteRunner
 from compiler.lab.features.splice import causal_use, spliced_accuracy
 from compiler.lab.features.stages import STAGES, build_stage, sample_ids
@@ -38,6 +38,36 @@ def test_1k_model_has_1k_features_in_superposition_and_is_exact_on_10000_inputs(
     ids = sample_ids(model, 500, seed=2)
     check = check_dictionaries(model, [dictionary], ids, stage_1k.projection)[0]
     assert check.max_abs_error < 1e-5
+
+
+def stream_truth(stage, folder, tokens: int):
+    """True codes (ground-truth order) of ``tokens`` streamed activations at the last site."""
+    model = stage.compiled
+    site = Site("resid", len(model.config.layers))
+    dictionary = true_dictionary(model, site, stage.projection)
+    stream_activations(model, site, folder, tokens, stage.projection, batch_inputs=1000, zipf=1.0, progress=False)
+    reader = ShardReader(folder)
+    truth = ground_truth(dictionary, *data_profile(reader.batches(4096, ("code_index", "dense_codes")),
+                                                   dictionary.num_features))
+    return [truth.codes(dense_codes(b["code_index"], b["code_value"], dictionary.num_features), b["dense_codes"])
+            for b in reader.batches(4096, ("code_index", "code_value", "dense_codes"))]
+
+
+@pytest.mark.slow  # streams two stages (about 7 minutes on the loaded 2-core machine)
+def test_1k_features_cofire_in_classes_and_copy_stage_features_do_not(stage_1k, tmp_path):
+    """The 1k stage's features are functions of one token, so they fire in classes (token and its
+    15 mix values ...); the copy stage's features fire independently, and it is exact too."""
+    mix = cofiring(stream_truth(stage_1k, tmp_path / "mix", 5_000))
+    assert mix.num_classes < len(mix.classes) / 10 and mix.class_l0 < mix.true_l0 / 5
+    copy = build_stage(STAGES["1k-copy"])
+    assert copy.claims_exact and copy.d < 1_000 / 4
+    assert exact_on_samples(copy, 300, seed=1, zipf=1.0) == 1.0
+    found = cofiring(stream_truth(copy, tmp_path / "copy", 5_000))
+    assert len(found.classes) >= 1_000
+    assert found.num_classes >= 0.97 * len(found.classes)  # only a few rare values share a pattern by chance
+    ids = sample_ids(copy.compiled, 300, seed=2)
+    dictionary = true_dictionary(copy.compiled, Site("resid", len(copy.compiled.config.layers)), copy.projection)
+    assert check_dictionaries(copy.compiled, [dictionary], ids, copy.projection)[0].max_abs_error < 1e-5
 
 
 def test_perfect_sae_scores_one_and_keeps_outputs_exact(stage_1k, tmp_path):

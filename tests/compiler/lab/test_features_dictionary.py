@@ -9,7 +9,7 @@ from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites
 from compression.analytic import packed_projection, packed_width, residual_structure
 from compression.learned.sampling import enumerate_inputs
-from compression.task import frac_prevs_task, sort_unique_task
+from compression.task import frac_prevs_task, input_space_of, sort_unique_task
 
 TOLERANCE = 1e-5
 
@@ -79,3 +79,28 @@ def test_bad_sites_are_refused_with_the_valid_range(tasks):
         true_dictionary(model, Site("mlp", 0))
     with pytest.raises(ValueError, match="rows"):
         true_dictionary(model, Site("resid", 1), np.zeros((3, 2), np.float32))
+
+
+def test_a_compiled_loop_has_sites_per_iteration_and_its_dictionary_holds():
+    """A tied block (compiled rasp.Loop) is stored once but run per iteration: every iteration has
+    its own sites, the runner's output is the model's, and codes x dictionary is the activation."""
+    from compiler import compile_rasp
+    from rasp import lib
+
+    model = compile_rasp(lib.make_parity_loop(3), {0, 1}, 4)
+    assert model.config.tied is not None and model.config.tied.repeats == 3
+    executed = len(model.config.layer_order)
+    assert executed > len(model.config.layers)
+    sites = residual_sites(model)
+    assert len(sites) == executed + 1
+    ids = enumerate_inputs(input_space_of(model))
+    runner = SiteRunner(model)
+    np.testing.assert_allclose(np.asarray(runner.output(ids)), np.asarray(model.run(ids).output), atol=1e-5)
+    mlps = [Site("mlp", k) for k in range(executed) if k % 2]
+    dictionaries = [true_dictionary(model, site) for site in (*sites, *mlps)]
+    for dictionary, check in zip(dictionaries, check_dictionaries(model, dictionaries, ids)):
+        assert check.max_abs_error <= TOLERANCE, (dictionary.site, check)
+    # the loop's state is rewritten each iteration, so later sites hold the state's features too
+    assert dictionaries[executed].num_features >= dictionaries[0].num_features
+    with pytest.raises(ValueError, match=f"snapshots of this model are 0..{executed}"):
+        true_dictionary(model, Site("resid", executed + 1))

@@ -1,0 +1,73 @@
+"""Generation throughput: activations with their true codes at a stage's last residual site.
+
+Times :func:`compiler.lab.features.stream.stream_activations` (sampling, the compressed and the
+exact forward pass, code extraction; nothing written) on a saved stage model and projection, and
+prints the rate of every repeat and the median. The model and projection are built and saved on
+the first run (the 16k build takes many minutes), so later runs, and runs of another checkout of
+this file on the same files, time generation alone:
+
+    python benchmarks/feature_generation.py --stage 4k --model /tmp/m4k.tracr --projection /tmp/w4k.npy
+
+To compare two versions of the code under the same load, run each checkout's copy in turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from compiler import compile_rasp, load_model, save_model  # noqa: E402
+from compiler.lab.features.sites import Site  # noqa: E402
+from compiler.lab.features.stages import STAGES, build_stage  # noqa: E402
+from compiler.lab.features.stream import stream_activations  # noqa: E402
+
+
+def model_and_projection(stage: str, model_path: Path, projection_path: Path):
+    """The stage's compiled model and packed projection, from the files or built and saved there."""
+    spec = STAGES[stage]
+    if not projection_path.exists():
+        built = build_stage(spec)
+        save_model(built.compiled, model_path, storage="sparse")
+        np.save(projection_path, built.projection)
+        return built.compiled, built.projection
+    if not model_path.exists():
+        save_model(compile_rasp(list(spec.programs()), set(range(spec.vocab_size)), spec.max_seq_len,
+                                optimize=False), model_path, storage="sparse")
+    return load_model(model_path), np.load(projection_path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stage", default="4k", choices=sorted(STAGES))
+    parser.add_argument("--model", required=True, help="saved compiled model (written if missing)")
+    parser.add_argument("--projection", required=True, help=".npy packed projection (written if missing)")
+    parser.add_argument("--tokens", type=int, default=10_000, help="activations timed per repeat")
+    parser.add_argument("--batch", type=int, default=1024, help="inputs per jitted batch")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--label", default=str(ROOT), help="name of this row")
+    args = parser.parse_args()
+    model, w = model_and_projection(args.stage, Path(args.model), Path(args.projection))
+    site = Site("resid", len(model.config.layers))
+    folder = Path(tempfile.mkdtemp(prefix="generation-"))
+    start = time.perf_counter()
+    stream_activations(model, site, folder, args.batch, w, batch_inputs=args.batch, progress=False, write=False)
+    warmup = time.perf_counter() - start
+    rates = [stream_activations(model, site, folder, args.tokens, w, batch_inputs=args.batch, progress=False,
+                                write=False, seed=7 + r).tokens_per_second for r in range(args.repeats)]
+    print(json.dumps({"label": args.label, "stage": args.stage, "D": model.config.residual_width,
+                      "d": int(w.shape[1]), "batch": args.batch, "tokens": args.tokens, "warmup_s": round(warmup, 1),
+                      "rates": [round(r, 1) for r in rates], "median_per_s": round(float(np.median(rates)), 1)}),
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()
