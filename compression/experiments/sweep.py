@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from compiler.examples import EXAMPLES
+from compiler.examples import CATALOGUE, EXAMPLES
 from compression import plots
 from compression.analytic.packing import make_projection, min_width, packed_width
 from compression.analytic.structure import ResidualStructure, residual_structure
@@ -70,11 +70,23 @@ QUICK_PROGRAMS, QUICK_SIZES = ("length",), (3,)
 CURVE_POINTS = 6
 
 
+def check_programs(names: Sequence[str]) -> None:
+    """Raise ValueError naming the first of ``names`` that is not in the examples catalogue."""
+    for name in names:
+        if name not in CATALOGUE:
+            raise ValueError(f"unknown program {name!r}; choose from {', '.join(CATALOGUE)}")
+
+
 def program_task(name: str, size: int) -> CompressionTask:
-    """The library program ``name`` with ``size`` tokens (``Example.scaled_vocab``) and length ``size``."""
-    if name not in EXAMPLES:
-        raise ValueError(f"unknown program {name!r}; choose from {', '.join(EXAMPLES)}")
-    example = EXAMPLES[name]
+    """The library program ``name`` with ``size`` tokens (``Example.scaled_vocab``) and length ``size``.
+
+    Any program of the catalogue, loops (``compiler.examples.LOOP_EXAMPLES``) included: a loop's
+    tied block is trained as it runs, and the analytic side reads it written out
+    (``compression.analytic.structure.residual_structure``). The sweep's default list is the
+    straight-line ``EXAMPLES``.
+    """
+    check_programs([name])
+    example = CATALOGUE[name]
     return make_task(name, example.build(size), example.scaled_vocab(size), size, unique_tokens=name in UNIQUE_TOKENS)
 
 
@@ -284,7 +296,7 @@ def combine_runs(folders: Sequence[Path], out: Path) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("sweep", __doc__.splitlines()[0])
-    parser.add_argument("--programs", nargs="+", default=None, help="library programs (default: all)")
+    parser.add_argument("--programs", nargs="+", default=None, help="library programs, loops included (default: every straight-line one)")
     parser.add_argument("--sizes", nargs="+", type=int, default=None, help="sizes n: n tokens, length n (default: 5 10)")
     parser.add_argument("--gd-sizes", nargs="*", type=int, default=None,
                         help="sizes at which GD runs (default: the smallest size); empty: no GD")
@@ -307,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(rows))
         return 0
     programs = args.programs or (list(QUICK_PROGRAMS) if args.quick else list(EXAMPLES))
+    check_programs(programs)  # before any compiling
     sizes = args.sizes or (list(QUICK_SIZES) if args.quick else [5, 10])
     gd_sizes = set(args.gd_sizes if args.gd_sizes is not None else [min(sizes)])
     gd_programs = set(args.gd_programs if args.gd_programs is not None else programs)
