@@ -26,7 +26,7 @@ from compression.learned.config import LossConfig, OptimizerConfig, TrainConfig
 from compression.learned.frozen import FrozenModel
 from compression.learned.losses import compression_loss
 from compression.learned.optim import make_optimizer
-from compression.learned.projection import init_projection
+from compression.learned.projection import init_projection, pad_columns
 from compression.learned.sampling import InputSpace, draw_batch, training_pool
 from compression.learned.sharding import DataParallel, data_parallel
 
@@ -182,7 +182,7 @@ class Compressor:
         else:
             w = init_projection(self._init_key, self.model.residual_dim, self.config.d, self.config.init,
                                 self.config.init_scale)
-        w = jnp.pad(w, ((0, 0), (0, self.config.held_width - self.config.d)))
+        w = pad_columns(w, self.config.held_width)
         return self._place(TrainState(w, self.optimizer.init(w), jnp.zeros((), jnp.int32)))
 
     def effective_projection(self, state: TrainState) -> np.ndarray:
