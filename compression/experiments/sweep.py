@@ -219,8 +219,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(),
-              "balanced": dataclasses.replace(LossConfig.exact(), balance_outputs=True)}
+OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(), "balanced": LossConfig.exact(balance_outputs=True)}
 
 
 def add_objective_argument(parser: argparse.ArgumentParser) -> None:

@@ -84,10 +84,12 @@ class LossConfig:
             raise ValueError("loss weights must be >= 0")
 
     @classmethod
-    def exact(cls) -> "LossConfig":
+    def exact(cls, balance_outputs: bool = False) -> "LossConfig":
         """The exactness objective: logit-gap margins, the layers' own outputs, attention patterns
-        and the signs of the ReLU pre-activations."""
-        return cls(categorical_target="margin", layer_target="written", attention_weight=1.0, hidden_weight=1.0)
+        and the signs of the ReLU pre-activations (``balance_outputs``: every compiled output
+        value weighing the same per batch)."""
+        return cls(categorical_target="margin", layer_target="written", attention_weight=1.0, hidden_weight=1.0,
+                   balance_outputs=balance_outputs)
 
 
 @dataclasses.dataclass(frozen=True)
