@@ -223,12 +223,12 @@ OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(), "balanced": Lo
 
 
 def add_objective_argument(parser: argparse.ArgumentParser) -> None:
-    """``--objective``: the loss GD minimises (``exact``: :meth:`LossConfig.exact`, the default
-    recipe's; ``paper``: the paper's cross-entropy + L_layer, as the sweeps ran before;
-    ``balanced``: ``exact`` with every compiled output value weighing the same per batch)."""
+    """``--objective``: the loss GD minimises (``balanced``: :meth:`LossConfig.exact` with every
+    compiled output value weighing the same per batch, the default recipe's; ``exact``: without
+    that weighting; ``paper``: the paper's cross-entropy + L_layer, as the first sweeps ran)."""
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
-                        help="GD's loss: exact (default), paper (cross-entropy + L_layer read back through W) "
-                             "or balanced (exact, each output value weighing the same)")
+                        help="GD's loss: balanced (default: the exactness objective, each output value weighing "
+                             "the same), exact (unweighted) or paper (cross-entropy + L_layer read back through W)")
 
 
 def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:

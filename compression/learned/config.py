@@ -182,9 +182,9 @@ class GDRecipe:
     shared_width: bool = True
     # chosen by small measured runs (docs/compression.md, "A fair GD baseline")
     optimizer: OptimizerConfig = OptimizerConfig(lr_init=1e-2, weight_decay=0.1, schedule="warmup_cosine")
-    # the exactness objective: exact sooner or where the paper's was not (docs/compression.md,
-    # "An objective that prefers exact models")
-    loss: LossConfig = LossConfig.exact()
+    # the exactness objective with every output value weighing the same: exact sooner or where
+    # the paper's was not (docs/compression.md, "An objective that prefers exact models")
+    loss: LossConfig = LossConfig.exact(balance_outputs=True)
     sampling: SamplingConfig = SamplingConfig()
 
     def __post_init__(self) -> None:
