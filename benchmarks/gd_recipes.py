@@ -43,7 +43,7 @@ RECIPES: dict[str, GDRecipe] = {
     "default_3e-3": GDRecipe(optimizer=_cosine(3e-3, 0.1)),
     "default_1e-3": GDRecipe(optimizer=_cosine(1e-3, 0.1)),
     # every compiled output value weighs the same in each batch (rare values such as hist's 5)
-    "balanced": GDRecipe(loss=dataclasses.replace(LossConfig.exact(), balance_outputs=True)),
+    "balanced": GDRecipe(loss=LossConfig.exact(balance_outputs=True)),
 }
 
 

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compression.learned.frozen import FrozenModel
+from compression.learned.projection import pad_columns
 from compression.learned.sampling import InputSpace
 
 ReferenceFn = Callable[[list[Hashable]], Sequence[Any]]
@@ -98,10 +99,12 @@ def accuracy(
 
     Numerical positions count as right within ``atol`` of the reference. Each batch of
     ``batch_size`` inputs is scored and reduced on the device; only four numbers per batch come
-    back to the host.
+    back to the host. A ``[D, d]`` W is padded with zero columns to ``[D, D]``
+    (:func:`~compression.learned.projection.pad_columns`: the same outputs), so every width
+    shares one compiled forward pass.
     """
     fn = _scores_fn(model, refs.kind, atol)
-    proj = None if projection is None else jnp.asarray(projection)
+    proj = None if projection is None else pad_columns(projection, model.residual_dim)
     totals = np.zeros(4, np.float64)  # right positions, right sequences, scored positions, squared error
     for start in range(0, len(refs.ids), batch_size):
         sl = slice(start, start + batch_size)

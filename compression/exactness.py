@@ -38,16 +38,9 @@ class ExactnessCheck:
         return len(self.refs.ids)
 
     def sequence_accuracy(self, projection: np.ndarray | None) -> float:
-        """Fraction of inputs whose every scored position equals RASP.
-
-        A ``[D, d]`` W with d < D is padded with zero columns to ``[D, D]``: the padded stream
-        coordinates stay 0 and ``W Wᵀ`` is unchanged, so the outputs are the same while every
-        width shares one compiled forward pass.
-        """
-        w = projection
-        if w is not None and np.shape(w)[1] < np.shape(w)[0]:
-            w = np.pad(np.asarray(w, np.float32), ((0, 0), (0, np.shape(w)[0] - np.shape(w)[1])))
-        return accuracy(self.task.model, w, self.refs, atol=self.atol).sequence
+        """Fraction of inputs whose every scored position equals RASP (one compiled forward
+        pass for every width, see :func:`~compression.evaluation.accuracy`)."""
+        return accuracy(self.task.model, projection, self.refs, atol=self.atol).sequence
 
     def is_exact(self, projection: np.ndarray | None) -> bool:
         """Whether every input's every scored position equals RASP under ``projection``."""

@@ -144,7 +144,7 @@ def gd_run(check: ExactnessCheck, d: int, recipe: GDRecipe = GDRecipe(), init: s
     Returns the run and its final W."""
     if projection is None:
         projection, init = gd_start(init, d, structure, seed, packed_exact)
-    return _train_until_exact(check, recipe.train_config(d, seed), projection, init)
+    return _train_until_exact(check, recipe.train_config(d, seed, check.task.model.residual_dim), projection, init)
 
 
 def gd_fade_run(check: ExactnessCheck, projection: np.ndarray, recipe: GDRecipe = GDRecipe(), seed: int = 0,
@@ -157,7 +157,8 @@ def gd_fade_run(check: ExactnessCheck, projection: np.ndarray, recipe: GDRecipe 
     w = np.asarray(projection, np.float64)
     _, _, vt = np.linalg.svd(w, full_matrices=False)
     rotated = (w @ vt.T).astype(np.float32)  # strongest direction first
-    config = dataclasses.replace(recipe.train_config(w.shape[1], seed), fade_columns=1, fade_fraction=fade_fraction)
+    config = dataclasses.replace(recipe.train_config(w.shape[1], seed, check.task.model.residual_dim), fade_columns=1,
+                                 fade_fraction=fade_fraction)
     return _train_until_exact(check, config, rotated, "packed_shrink")
 
 
@@ -168,7 +169,7 @@ def _train_until_exact(check: ExactnessCheck, config: TrainConfig, projection: n
     task = check.task
     kept = config.d - config.fade_columns
     compressor = Compressor(task.model, task.space, config, initial_projection=projection)
-    start_w = np.asarray(compressor.init_state().projection)
+    start_w = np.asarray(compressor.init_state().projection)[:, :config.d]
     if not config.fade_columns and check.is_exact(start_w):
         return GDRun(kept, init, config.seed, True, 0, 0, 0.0, float("nan"), 1.0), start_w
     marks: list[tuple[int, float]] = []  # (step, training seconds so far) after each chunk

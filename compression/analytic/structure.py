@@ -36,6 +36,7 @@ import numpy as np
 from compiler import CompiledModel
 from compiler.model import weights
 from compiler.model.config import AttentionSpec
+from compiler.model.tying import untied
 from craft.bases import ONE_NAME, bos_direction
 
 EMBEDDING = -1
@@ -203,7 +204,14 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     ``never_on``: coordinates known to be 0 on every input (e.g. found by
     :func:`compression.exactness.never_on` over the whole input space): they count as unread, so an
     analytic projection gives them the zero row, which reads them back exactly.
+
+    A compiled loop (``ModelConfig.tied``) is analysed as :func:`~compiler.model.tying.untied`
+    writes it out, one sub-layer per step the forward pass runs: the state a loop body writes at
+    the end of one iteration is read at the start of the next, so write times and reads must
+    follow the order of execution, not the order the tied block is stored in. The residual
+    space, and so every W, is the same for both.
     """
+    compiled = untied(compiled)
     scan = _start_scan(compiled)
     basis = compiled.residual_space.basis
     for index, layer in enumerate(compiled.config.layers):

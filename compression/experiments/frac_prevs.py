@@ -51,12 +51,16 @@ BENCHMARK_D = 6  # the width at which the paper finds the compressed model as go
 
 def train_widths(task: CompressionTask, widths: Sequence[int], args: argparse.Namespace, steps: int,
                  refs: ReferenceSet, tol: float) -> tuple[list[dict], dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """One run per width: the summary rows, the loss curves and the learned projections."""
+    """One run per width: the summary rows, the loss curves and the learned projections.
+
+    Every width is trained as a ``[D, D]`` W with its columns beyond d held at 0
+    (``TrainConfig.width``), so all widths share one compiled training chunk.
+    """
     chunk = args.chunk_size or min(1000, steps)
     rows, curves, projections = [], {}, {}
     for d in widths:
         config = TrainConfig(d=d, steps=steps, batch_size=args.batch_size, chunk_size=chunk, seed=args.seed,
-                             optimizer=optimizer_from_args(args))
+                             optimizer=optimizer_from_args(args), width=task.model.residual_dim)
         result, summary = train_and_measure(task, config, refs, tol, args.out / "checkpoints" / f"d{d}",
                                             progress=not args.no_progress)
         rows.append(summary.row())

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -13,6 +14,7 @@ from compression.evaluation import Accuracy, ReferenceSet, accuracy
 from compression.learned.config import LossConfig, TrainConfig
 from compression.learned.frozen import FrozenModel
 from compression.learned.losses import compression_loss
+from compression.learned.projection import pad_columns
 from compression.learned.train import ChunkCallback, Compressor, TrainResult
 from compression.task import CompressionTask
 
@@ -42,9 +44,20 @@ class RunSummary:
 def evaluation_loss(
     model: FrozenModel, projection: np.ndarray, ids: np.ndarray, config: LossConfig
 ) -> dict[str, float]:
-    """L_out, L_layer and their weighted sum for ``projection`` on all of ``ids``."""
-    _, parts = compression_loss(jnp.asarray(projection), model, jnp.asarray(ids), config)
+    """L_out, L_layer and their weighted sum for ``projection`` on all of ``ids`` (one jitted
+    program per model and loss, shared by every width through
+    :func:`~compression.learned.projection.pad_columns`)."""
+    key = (model.forward, config)
+    if key not in _LOSS_CACHE:
+        def loss(w: jax.Array, params: Any, ids: jax.Array) -> dict[str, jax.Array]:
+            return compression_loss(w, dataclasses.replace(model, params=params), ids, config)[1]
+
+        _LOSS_CACHE[key] = jax.jit(loss)
+    parts = _LOSS_CACHE[key](pad_columns(projection, model.residual_dim), model.params, jnp.asarray(ids))
     return {k: float(v) for k, v in parts.items()}
+
+
+_LOSS_CACHE: dict[tuple[Any, LossConfig], Any] = {}
 
 
 def train_and_measure(

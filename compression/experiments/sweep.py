@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from compiler.examples import EXAMPLES
+from compiler.examples import CATALOGUE, EXAMPLES
 from compression import plots
 from compression.analytic.packing import make_projection, min_width, packed_width
 from compression.analytic.structure import ResidualStructure, residual_structure
@@ -70,11 +70,23 @@ QUICK_PROGRAMS, QUICK_SIZES = ("length",), (3,)
 CURVE_POINTS = 6
 
 
+def check_programs(names: Sequence[str]) -> None:
+    """Raise ValueError naming the first of ``names`` that is not in the examples catalogue."""
+    for name in names:
+        if name not in CATALOGUE:
+            raise ValueError(f"unknown program {name!r}; choose from {', '.join(CATALOGUE)}")
+
+
 def program_task(name: str, size: int) -> CompressionTask:
-    """The library program ``name`` with ``size`` tokens (``Example.scaled_vocab``) and length ``size``."""
-    if name not in EXAMPLES:
-        raise ValueError(f"unknown program {name!r}; choose from {', '.join(EXAMPLES)}")
-    example = EXAMPLES[name]
+    """The library program ``name`` with ``size`` tokens (``Example.scaled_vocab``) and length ``size``.
+
+    Any program of the catalogue, loops (``compiler.examples.LOOP_EXAMPLES``) included: a loop's
+    tied block is trained as it runs, and the analytic side reads it written out
+    (``compression.analytic.structure.residual_structure``). The sweep's default list is the
+    straight-line ``EXAMPLES``.
+    """
+    check_programs([name])
+    example = CATALOGUE[name]
     return make_task(name, example.build(size), example.scaled_vocab(size), size, unique_tokens=name in UNIQUE_TOKENS)
 
 
@@ -84,7 +96,7 @@ def _grid(lo: int, hi: int, points: int) -> list[int]:
 
 def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, curve_points: int = CURVE_POINTS,
                   quick: bool = False, patience: int = DEFAULT_PATIENCE, starts: Sequence[str] = tuple(GD_KEYS),
-                  ) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
+                  depth: int | None = None) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
     """The table row, the GD runs and the accuracy curves of one program at one size.
 
     GD (when ``recipe`` is given) scans widths (:func:`~compression.width_search.gd_width_scan`):
@@ -93,7 +105,8 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     ``patience`` widths in a row that no seed made exact; ``shrink`` runs
     :func:`~compression.width_search.gd_shrink_scan` from the exact packed W. ``starts`` picks
     among the three. ``quick`` makes one scan step per start: orthogonal at the packed width, the
-    others one below it.
+    others one below it. ``depth``: the orthogonal and narrowed-packed scans go at most that many
+    widths below the packed exact width (None: down to 1).
     """
     start = time.perf_counter()
     task = program_task(name, size)
@@ -105,7 +118,7 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
                            "inputs": check.size, "enumerated": check.enumerated, "never_on": len(dead),
                            "classes": len(structure.classes)}
     curves = analytic_columns(row, check, structure, seed, curve_points)
-    runs = gd_columns(row, curves, check, structure, recipe, seed, quick, patience, starts)
+    runs = gd_columns(row, curves, check, structure, recipe, seed, quick, patience, starts, depth)
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row, runs, curves
 
@@ -130,8 +143,10 @@ def analytic_columns(row: dict[str, Any], check: ExactnessCheck, structure: Resi
 
 
 def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessCheck, structure: ResidualStructure,
-               recipe: GDRecipe | None, seed: int, quick: bool, patience: int, starts: Sequence[str]) -> list[GDRun]:
-    """Fill ``row``'s GD columns (None where not run) and ``curves``' GD curves; returns every run."""
+               recipe: GDRecipe | None, seed: int, quick: bool, patience: int, starts: Sequence[str],
+               depth: int | None = None) -> list[GDRun]:
+    """Fill ``row``'s GD columns (None where not run) and ``curves``' GD curves; returns every run
+    (``depth``: see :func:`sweep_program`)."""
     big_d = structure.residual_dim
     runs: list[GDRun] = []
     for key in GD_KEYS.values():
@@ -143,8 +158,9 @@ def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessChe
     # orthogonal: every d below D (d = D is the square orthogonal start, exact before training);
     # from packed: below the packed exact width (the packed start is exact there at step 0) down
     # to the construction's smallest width (below it there is no packed start)
-    widths = {"gd": range(big_d - 1, 0, -1),
-              "gd_packed": range(packed_hi - 1, min_width(structure, "packed") - 1, -1)}
+    floor = 1 if depth is None else max(1, packed_hi - depth)
+    widths = {"gd": range(big_d - 1, floor - 1, -1),
+              "gd_packed": range(packed_hi - 1, max(min_width(structure, "packed"), floor) - 1, -1)}
     scan_starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
     if quick:  # one training run per start: at the packed width, and one below it
         widths = {"gd": [packed_hi], "gd_packed": [packed_hi - 1]}
@@ -203,17 +219,16 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(),
-              "balanced": dataclasses.replace(LossConfig.exact(), balance_outputs=True)}
+OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(), "balanced": LossConfig.exact(balance_outputs=True)}
 
 
 def add_objective_argument(parser: argparse.ArgumentParser) -> None:
-    """``--objective``: the loss GD minimises (``exact``: :meth:`LossConfig.exact`, the default
-    recipe's; ``paper``: the paper's cross-entropy + L_layer, as the sweeps ran before;
-    ``balanced``: ``exact`` with every compiled output value weighing the same per batch)."""
+    """``--objective``: the loss GD minimises (``balanced``: :meth:`LossConfig.exact` with every
+    compiled output value weighing the same per batch, the default recipe's; ``exact``: without
+    that weighting; ``paper``: the paper's cross-entropy + L_layer, as the first sweeps ran)."""
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
-                        help="GD's loss: exact (default), paper (cross-entropy + L_layer read back through W) "
-                             "or balanced (exact, each output value weighing the same)")
+                        help="GD's loss: balanced (default: the exactness objective, each output value weighing "
+                             "the same), exact (unweighted) or paper (cross-entropy + L_layer read back through W)")
 
 
 def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
@@ -284,7 +299,7 @@ def combine_runs(folders: Sequence[Path], out: Path) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("sweep", __doc__.splitlines()[0])
-    parser.add_argument("--programs", nargs="+", default=None, help="library programs (default: all)")
+    parser.add_argument("--programs", nargs="+", default=None, help="library programs, loops included (default: every straight-line one)")
     parser.add_argument("--sizes", nargs="+", type=int, default=None, help="sizes n: n tokens, length n (default: 5 10)")
     parser.add_argument("--gd-sizes", nargs="*", type=int, default=None,
                         help="sizes at which GD runs (default: the smallest size); empty: no GD")
@@ -298,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "the exact packed projection shrunk one column at a time")
     parser.add_argument("--patience", type=int, default=None,
                         help=f"GD scans stop after this many unreached widths in a row (default: {DEFAULT_PATIENCE})")
+    parser.add_argument("--gd-depth", type=int, default=None,
+                        help="GD scans go at most this many widths below the packed exact width (default: no limit)")
     add_objective_argument(parser)
     parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="DIR",
                         help="run nothing: merge the outputs of earlier runs (e.g. one per GD start) into --out")
@@ -307,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(rows))
         return 0
     programs = args.programs or (list(QUICK_PROGRAMS) if args.quick else list(EXAMPLES))
+    check_programs(programs)  # before any compiling
+    if args.gd_depth is not None and args.gd_depth < 1:
+        parser.error(f"--gd-depth must be >= 1, got {args.gd_depth}")
     sizes = args.sizes or (list(QUICK_SIZES) if args.quick else [5, 10])
     gd_sizes = set(args.gd_sizes if args.gd_sizes is not None else [min(sizes)])
     gd_programs = set(args.gd_programs if args.gd_programs is not None else programs)
@@ -317,7 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for size in sizes:
         for name in programs:
             gd = recipe if size in gd_sizes and name in gd_programs else None
-            row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick, patience, args.gd_starts)
+            row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick, patience, args.gd_starts,
+                                              args.gd_depth)
             rows.append(row)
             all_runs += [{"program": name, "size": size, **dataclasses.asdict(r)} for r in runs]
             panels[f"{name} {size}/{size} (D={row['D']})"] = curves

@@ -84,10 +84,12 @@ class LossConfig:
             raise ValueError("loss weights must be >= 0")
 
     @classmethod
-    def exact(cls) -> "LossConfig":
+    def exact(cls, balance_outputs: bool = False) -> "LossConfig":
         """The exactness objective: logit-gap margins, the layers' own outputs, attention patterns
-        and the signs of the ReLU pre-activations."""
-        return cls(categorical_target="margin", layer_target="written", attention_weight=1.0, hidden_weight=1.0)
+        and the signs of the ReLU pre-activations (``balance_outputs``: every compiled output
+        value weighing the same per batch)."""
+        return cls(categorical_target="margin", layer_target="written", attention_weight=1.0, hidden_weight=1.0,
+                   balance_outputs=balance_outputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,16 +122,27 @@ class TrainConfig:
     # ends as a width-d W, leaving GD time to move what those columns carried (0: no fading).
     fade_columns: int = 0
     fade_fraction: float = 0.5
+    # Columns W is held with while training (None: d). The ones beyond d are 0 and masked out of
+    # the loss, so they stay 0 and the outputs are those of the [D, d] W; what it buys is one
+    # compiled training step for every run of a model at any d <= width (a width scan compiles once).
+    width: int | None = None
 
     def __post_init__(self) -> None:
         if self.d < 1:
             raise ValueError(f"d must be >= 1, got {self.d}")
+        if self.width is not None and self.width < self.d:
+            raise ValueError(f"width must be >= d = {self.d} (or None), got {self.width}")
         if self.steps < 1 or self.batch_size < 1 or self.chunk_size < 1:
             raise ValueError("steps, batch_size and chunk_size must all be >= 1")
         if not 0 <= self.fade_columns < self.d:
             raise ValueError(f"fade_columns must be in [0, d) = [0, {self.d}), got {self.fade_columns}")
         if not 0.0 < self.fade_fraction <= 1.0:
             raise ValueError(f"fade_fraction must be in (0, 1], got {self.fade_fraction}")
+
+    @property
+    def held_width(self) -> int:
+        """Columns of the W the trainer holds: ``width``, or d."""
+        return self.width or self.d
 
     @property
     def fade_steps(self) -> int:
@@ -164,19 +177,24 @@ class GDRecipe:
     batch_size: int = 256
     check_every: int = 250
     seeds: int = 2
+    # train every width as a [D, D] W whose columns beyond d are held at 0 (TrainConfig.width):
+    # one compiled training step per model for a whole width scan
+    shared_width: bool = True
     # chosen by small measured runs (docs/compression.md, "A fair GD baseline")
     optimizer: OptimizerConfig = OptimizerConfig(lr_init=1e-2, weight_decay=0.1, schedule="warmup_cosine")
-    # the exactness objective: exact sooner or where the paper's was not (docs/compression.md,
-    # "An objective that prefers exact models")
-    loss: LossConfig = LossConfig.exact()
+    # the exactness objective with every output value weighing the same: exact sooner or where
+    # the paper's was not (docs/compression.md, "An objective that prefers exact models")
+    loss: LossConfig = LossConfig.exact(balance_outputs=True)
     sampling: SamplingConfig = SamplingConfig()
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.check_every < 1 or self.seeds < 1:
             raise ValueError("steps, batch_size, check_every and seeds must all be >= 1")
 
-    def train_config(self, d: int, seed: int) -> TrainConfig:
-        """The trainer's config for one run at width ``d`` with ``seed``."""
+    def train_config(self, d: int, seed: int, residual_dim: int | None = None) -> TrainConfig:
+        """The trainer's config for one run at width ``d`` with ``seed`` (held at ``residual_dim``
+        columns when ``shared_width`` and it is given)."""
         return TrainConfig(d=d, steps=self.steps, batch_size=self.batch_size,
                            chunk_size=min(self.check_every, self.steps), seed=seed,
-                           optimizer=self.optimizer, loss=self.loss, sampling=self.sampling)
+                           optimizer=self.optimizer, loss=self.loss, sampling=self.sampling,
+                           width=residual_dim if self.shared_width else None)

@@ -36,6 +36,17 @@ def init_projection(
     return (scale * w).astype(jnp.float32)
 
 
+def pad_columns(projection: jax.Array | np.ndarray, width: int) -> jax.Array:
+    """``projection`` (``[D, d]``) with zero columns appended up to ``width`` (itself when d >= width).
+
+    The padded W defines the same compressed model: its extra stream coordinates stay 0 and
+    ``W @ W.T`` is unchanged, so outputs and losses are the same, while every d shares one shape
+    and so one compiled program.
+    """
+    w = jnp.asarray(projection, jnp.float32)
+    return w if w.shape[1] >= width else jnp.pad(w, ((0, 0), (0, width - w.shape[1])))
+
+
 def gram(projection: jax.Array | np.ndarray) -> np.ndarray:
     """The D x D matrix ``W @ W.T`` — the paper's ``WᵀW`` in its column-vector notation.
 

@@ -26,7 +26,7 @@ from compression.learned.config import LossConfig, OptimizerConfig, TrainConfig
 from compression.learned.frozen import FrozenModel
 from compression.learned.losses import compression_loss
 from compression.learned.optim import make_optimizer
-from compression.learned.projection import init_projection
+from compression.learned.projection import init_projection, pad_columns
 from compression.learned.sampling import InputSpace, draw_batch, training_pool
 from compression.learned.sharding import DataParallel, data_parallel
 
@@ -53,10 +53,13 @@ class StepSpec:
     total_steps: int
     batch_size: int
     parallel: DataParallel
-    fade: tuple[int, int] = (0, 0)  # (columns, steps): see TrainConfig.fade_columns
+    # whether W's columns are scaled at all (fading or padding, see TrainConfig.fade_columns and
+    # .width); which columns and how fast is runtime data (Columns), so runs differing in it share
+    # one compilation
+    scaled: bool = False
 
     def _key(self) -> tuple:
-        return (self.space, self.loss, self.optimizer, self.total_steps, self.batch_size, self.parallel, self.fade)
+        return (self.space, self.loss, self.optimizer, self.total_steps, self.batch_size, self.parallel, self.scaled)
 
     def __hash__(self) -> int:
         return hash((id(self.model), self._key()))
@@ -65,24 +68,42 @@ class StepSpec:
         return isinstance(other, StepSpec) and self.model is other.model and self._key() == other._key()
 
 
-def column_scale(d: int, fade: tuple[int, int], step: jax.Array | int) -> jax.Array:
-    """Per column of W, the factor applied at ``step``: 1, and for the last ``fade[0]`` columns
-    ``max(0, 1 - step / fade[1])``."""
-    columns, steps = fade
-    if not columns:
-        return jnp.ones((d,), jnp.float32)
-    factor = jnp.clip(1.0 - jnp.asarray(step, jnp.float32) / steps, 0.0, 1.0)
-    return jnp.concatenate([jnp.ones((d - columns,), jnp.float32), jnp.full((columns,), factor, jnp.float32)])
+class Columns(NamedTuple):
+    """Per column of the W the trainer holds, what the loss multiplies it by (runtime data)."""
+
+    keep: jax.Array  # [width] 1 for the run's d columns, 0 for the padding beyond them
+    fading: jax.Array  # [width] 1 for the columns that fade out, 0 elsewhere
+    fade_steps: jax.Array  # float32 scalar: steps over which they fade (>= 1)
+
+    @classmethod
+    def of(cls, d: int, fade: tuple[int, int], width: int | None = None) -> "Columns":
+        """``d`` columns, the last ``fade[0]`` fading over ``fade[1]`` steps, padded to ``width``."""
+        columns, steps = fade
+        index = np.arange(width or d)
+        return cls(jnp.asarray(index < d, jnp.float32), jnp.asarray((index >= d - columns) & (index < d), jnp.float32),
+                   jnp.asarray(max(steps, 1), jnp.float32))
+
+    def scale(self, step: jax.Array | int) -> jax.Array:
+        """The factors at ``step``: 0 on the padding, ``max(0, 1 - step / fade_steps)`` on the
+        fading columns, 1 elsewhere."""
+        progress = jnp.clip(jnp.asarray(step, jnp.float32) / self.fade_steps, 0.0, 1.0)
+        return self.keep * (1.0 - self.fading * progress)
+
+
+def column_scale(d: int, fade: tuple[int, int], step: jax.Array | int, width: int | None = None) -> jax.Array:
+    """Per column of W, the factor applied at ``step``: 1, for the last ``fade[0]`` of the ``d``
+    columns ``max(0, 1 - step / fade[1])``, and 0 for the columns beyond d up to ``width``."""
+    return Columns.of(d, fade, width).scale(step)
 
 
 def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None,
-          state: TrainState, _: Any) -> tuple[TrainState, jax.Array]:
+          columns: Columns, state: TrainState, _: Any) -> tuple[TrainState, jax.Array]:
     pool_ids, pool_probs = pool if pool is not None else (None, None)
     ids = draw_batch(jax.random.fold_in(data_key, state.step), spec.space, spec.batch_size, pool_ids, pool_probs)
     ids = jax.lax.with_sharding_constraint(ids, spec.parallel.batch)
     model = dataclasses.replace(spec.model, params=params)
-    if spec.fade[0]:  # static: runs without fading trace no scaling at all
-        scale = column_scale(state.projection.shape[1], spec.fade, state.step)
+    if spec.scaled:  # static: runs without fading or padding trace no scaling at all
+        scale = columns.scale(state.step)
 
         def loss(w: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
             return compression_loss(w * scale, model, ids, spec.loss)
@@ -96,9 +117,10 @@ def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Arra
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "length"), donate_argnums=0)
-def _run_chunk(state: TrainState, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None, *,
-               spec: StepSpec, length: int) -> tuple[TrainState, jax.Array]:
-    state, metrics = jax.lax.scan(functools.partial(_step, spec, params, data_key, pool), state, None, length=length)
+def _run_chunk(state: TrainState, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None,
+               columns: Columns, *, spec: StepSpec, length: int) -> tuple[TrainState, jax.Array]:
+    step = functools.partial(_step, spec, params, data_key, pool, columns)
+    state, metrics = jax.lax.scan(step, state, None, length=length)
     return jax.lax.with_sharding_constraint(state, spec.parallel.replicated), metrics
 
 
@@ -130,12 +152,17 @@ class Compressor:
         if initial_projection is not None and np.shape(initial_projection) != expected:
             raise ValueError(f"initial_projection has shape {np.shape(initial_projection)}, expected {expected} "
                              "(residual_dim, config.d)")
+        if config.held_width > model.residual_dim:
+            raise ValueError(f"config.width={config.held_width} exceeds the residual width {model.residual_dim}")
         self._initial = None if initial_projection is None else np.asarray(initial_projection, np.float32)
         self.parallel = parallel or data_parallel()
         self.parallel.check_batch(config.batch_size)
         self.optimizer = make_optimizer(config.optimizer, config.steps)
+        scaled = bool(config.fade_columns) or config.held_width > config.d
         self.spec = StepSpec(model, space, config.loss, config.optimizer, config.steps, config.batch_size,
-                             self.parallel, (config.fade_columns, config.fade_steps))
+                             self.parallel, scaled)
+        self._columns = jax.device_put(Columns.of(config.d, (config.fade_columns, config.fade_steps),
+                                                  config.held_width), self.parallel.replicated)
         pool = training_pool(space, config.sampling)
         rep = self.parallel.replicated
         self._pool = None if pool is None else jax.device_put((jnp.asarray(pool.ids), jnp.asarray(pool.probs)), rep)
@@ -146,20 +173,25 @@ class Compressor:
 
     # --- state -----------------------------------------------------------------------------
     def init_state(self) -> TrainState:
-        """The initial state: W from ``initial_projection`` or seeded ``config.init``, fresh AdamW, step 0."""
+        """The initial state: W from ``initial_projection`` or seeded ``config.init``, fresh AdamW, step 0.
+
+        W is held with ``config.held_width`` columns, those beyond d zero (``TrainConfig.width``).
+        """
         if self._initial is not None:
             w = jnp.asarray(self._initial)
         else:
             w = init_projection(self._init_key, self.model.residual_dim, self.config.d, self.config.init,
                                 self.config.init_scale)
+        w = pad_columns(w, self.config.held_width)
         return self._place(TrainState(w, self.optimizer.init(w), jnp.zeros((), jnp.int32)))
 
     def effective_projection(self, state: TrainState) -> np.ndarray:
-        """The W the model uses at ``state``'s step: faded columns scaled (see ``TrainConfig.fade_columns``)."""
+        """The ``[D, d]`` W the model uses at ``state``'s step: faded columns scaled (see
+        ``TrainConfig.fade_columns``), padding dropped (``TrainConfig.width``)."""
         w = np.asarray(state.projection)
-        if not self.spec.fade[0]:
-            return w
-        return w * np.asarray(column_scale(w.shape[1], self.spec.fade, int(state.step)))
+        if self.spec.scaled:
+            w = w * np.asarray(self._columns.scale(int(state.step)))
+        return w[:, :self.config.d]
 
     def _place(self, state: TrainState) -> TrainState:
         return jax.device_put(state, self.parallel.replicated)
@@ -178,7 +210,8 @@ class Compressor:
 
     def run_chunk(self, state: TrainState, length: int) -> tuple[TrainState, np.ndarray]:
         """``length`` fused steps from ``state``; returns the new state and ``[length, 3]`` losses."""
-        state, metrics = _run_chunk(state, self._params, self._data_key, self._pool, spec=self.spec, length=length)
+        state, metrics = _run_chunk(state, self._params, self._data_key, self._pool, self._columns, spec=self.spec,
+                                    length=length)
         return state, np.asarray(metrics)
 
     # --- the driver --------------------------------------------------------------------------

@@ -130,3 +130,22 @@ def test_faded_columns_fall_to_zero_and_stop_counting():
         TrainConfig(d=3, fade_columns=3)
     with pytest.raises(ValueError, match="fade_fraction"):
         TrainConfig(d=3, fade_columns=1, fade_fraction=0.0)
+
+
+def test_a_padded_width_trains_the_same_w_and_compiles_once_for_every_d():
+    """``TrainConfig.width``: W held with zero columns beyond d trains the same [D, d] W (up to
+    float summation order), and runs at two different d share one compiled training chunk."""
+    from compression.learned.train import _run_chunk
+
+    config = dataclasses.replace(CONFIG, d=6, steps=40)
+    plain = _train(config)
+    width = MODEL.residual_dim
+    padded = _train(dataclasses.replace(config, width=width))
+    assert padded.projection.shape == plain.projection.shape == (width, 6)
+    np.testing.assert_allclose(padded.projection, plain.projection, atol=1e-4)
+    np.testing.assert_allclose(padded.history["total"], plain.history["total"], rtol=1e-4, atol=1e-6)
+    compiled = _run_chunk._cache_size()
+    narrower = _train(dataclasses.replace(config, d=4, width=width))
+    assert _run_chunk._cache_size() == compiled and narrower.projection.shape == (width, 4)
+    with pytest.raises(ValueError, match="width must be >= d"):
+        TrainConfig(d=5, width=4)

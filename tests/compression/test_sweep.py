@@ -80,3 +80,12 @@ def test_gd_start_quick_writes_its_table_and_picture(tmp_path):
     rows = list(csv.DictReader((tmp_path / "gd_start.csv").open()))
     assert {row["init"] for row in rows} == {"orthogonal", "packed"}
     assert all(row["program"] == "shift_by_1" and row["seeds"] == "1" for row in rows)
+
+
+def test_bad_arguments_are_refused_before_any_compiling(tmp_path, capsys):
+    with pytest.raises(ValueError, match="unknown program 'nope'.*parity_loop"):
+        sweep.main(["--programs", "length", "nope", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        sweep.main(["--gd-depth", "0", "--out", str(tmp_path)])
+    assert "--gd-depth must be >= 1" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -49,7 +49,7 @@ def test_recipe_builds_the_trainer_config():
     assert config == TrainConfig(d=7, steps=600, batch_size=256, chunk_size=250, seed=3,
                                  optimizer=recipe.optimizer, loss=recipe.loss, sampling=recipe.sampling)
     assert recipe.optimizer.schedule == "warmup_cosine" and recipe.optimizer.lr_init == 1e-2
-    assert recipe.optimizer.weight_decay == 0.1 and recipe.loss == LossConfig.exact()
+    assert recipe.optimizer.weight_decay == 0.1 and recipe.loss == LossConfig.exact(balance_outputs=True)
     assert GDRecipe(steps=100, check_every=250).train_config(5, 0).chunk_size == 100
     with pytest.raises(ValueError, match="seeds"):
         GDRecipe(seeds=0)
