@@ -101,6 +101,17 @@ class SamplingConfig:
     # draw from the enumerated pool with every length equally likely (as random sampling does),
     # instead of every sequence equally likely (which makes short inputs rare)
     balance_lengths: bool = True
+    # share of every batch drawn from the replay inputs (``Compressor.set_replay``: e.g. the inputs
+    # the last exactness check found wrong) while there are any; 0: never
+    replay_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.replay_fraction < 1.0:
+            raise ValueError(f"replay_fraction must be in [0, 1), got {self.replay_fraction}")
+
+    def replay_rows(self, batch_size: int) -> int:
+        """Rows of a batch of ``batch_size`` drawn from the replay inputs when there are any."""
+        return int(round(self.replay_fraction * batch_size))
 
 
 @dataclasses.dataclass(frozen=True)

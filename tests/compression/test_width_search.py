@@ -125,3 +125,20 @@ def test_shrink_scan_fades_one_column_per_width():
         assert 1 <= len(mine) <= 2 and (d in scan.reached) == any(r.exact for r in mine)
     if len(scan.tried) < 3:  # stopped early: the last width tried was not reached (patience 1)
         assert scan.tried[-1] not in scan.reached
+
+
+def test_wrong_inputs_are_those_with_a_position_unlike_rasp():
+    from compression.evaluation import predict
+    from compression.learned.projection import init_projection
+    import jax
+
+    task = program_task("length", 3)
+    check = exactness_check(task)
+    assert check.wrong_inputs(None).size == 0
+    w = np.asarray(init_projection(jax.random.key(0), task.model.residual_dim, 4, "orthogonal"))
+    predicted = np.asarray(predict(task.model, w, check.refs.ids))
+    differs = ((predicted != check.refs.targets) & (check.refs.mask > 0)).any(axis=1)
+    wrong = check.wrong_inputs(w)
+    assert 0 < len(wrong) < check.size
+    np.testing.assert_array_equal(wrong, np.nonzero(differs)[0])
+    assert len(wrong) / check.size == 1 - check.sequence_accuracy(w)
