@@ -219,21 +219,25 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(), "balanced": LossConfig.exact(balance_outputs=True)}
+OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(), "balanced": LossConfig.exact(balance_outputs=True),
+              "balanced-written": LossConfig.exact(balance_outputs=True, written_margin=False)}
 
 
 def add_objective_argument(parser: argparse.ArgumentParser) -> None:
     """``--objective``: the loss GD minimises (``balanced``: :meth:`LossConfig.exact` with every
     compiled output value weighing the same per batch, the default recipe's; ``exact``: without
-    that weighting; ``paper``: the paper's cross-entropy + L_layer, as the first sweeps ran)."""
+    that weighting; ``balanced-written``: ``balanced`` with the written outputs compared
+    coordinate by coordinate, as the sweeps before ``written_margin`` ran; ``paper``: the paper's
+    cross-entropy + L_layer, as the first sweeps ran)."""
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
                         help="GD's loss: balanced (default: the exactness objective, each output value weighing "
-                             "the same), exact (unweighted) or paper (cross-entropy + L_layer read back through W)")
+                             "the same), exact (unweighted), balanced-written (the written outputs compared two-sided) "
+                             "or paper (cross-entropy + L_layer read back through W)")
 
 
 def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
     """The GD recipe of an experiment run: :class:`GDRecipe` defaults with the command line's
-    steps, learning rate, weight decay, batch, check interval, seeds and objective."""
+    steps, learning rate, weight decay, batch, check interval, seeds, objective and replay share."""
     base = GDRecipe()
     quick = getattr(args, "quick", False)
     objective = getattr(args, "objective", None)
@@ -244,7 +248,9 @@ def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
         optimizer=dataclasses.replace(base.optimizer, lr_init=args.lr,
                                       weight_decay=base.optimizer.weight_decay if getattr(args, "weight_decay", None) is None
                                       else args.weight_decay),
-        loss=OBJECTIVES[objective] if objective else base.loss, sampling=base.sampling)
+        loss=OBJECTIVES[objective] if objective else base.loss,
+        sampling=base.sampling if getattr(args, "replay", None) is None
+        else dataclasses.replace(base.sampling, replay_fraction=args.replay))
 
 
 def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, recipe: GDRecipe,
@@ -316,6 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gd-depth", type=int, default=None,
                         help="GD scans go at most this many widths below the packed exact width (default: no limit)")
     add_objective_argument(parser)
+    parser.add_argument("--replay", type=float, default=None,
+                        help="share of every GD batch drawn from the inputs the last exactness check found wrong "
+                             f"(default: {GDRecipe().sampling.replay_fraction})")
     parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="DIR",
                         help="run nothing: merge the outputs of earlier runs (e.g. one per GD start) into --out")
     args = parser.parse_args(argv)
