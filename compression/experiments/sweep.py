@@ -96,7 +96,7 @@ def _grid(lo: int, hi: int, points: int) -> list[int]:
 
 def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, curve_points: int = CURVE_POINTS,
                   quick: bool = False, patience: int = DEFAULT_PATIENCE, starts: Sequence[str] = tuple(GD_KEYS),
-                  depth: int | None = None) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
+                  depth: int | None = None, up: int | None = None) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
     """The table row, the GD runs and the accuracy curves of one program at one size.
 
     GD (when ``recipe`` is given) scans widths (:func:`~compression.width_search.gd_width_scan`):
@@ -106,7 +106,8 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     :func:`~compression.width_search.gd_shrink_scan` from the exact packed W. ``starts`` picks
     among the three. ``quick`` makes one scan step per start: orthogonal at the packed width, the
     others one below it. ``depth``: the orthogonal and narrowed-packed scans go at most that many
-    widths below the packed exact width (None: down to 1).
+    widths below the packed exact width (None: down to 1); ``up``: the orthogonal scan goes at most
+    that many widths above it (None: up to D - 1).
     """
     start = time.perf_counter()
     task = program_task(name, size)
@@ -118,7 +119,7 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
                            "inputs": check.size, "enumerated": check.enumerated, "never_on": len(dead),
                            "classes": len(structure.classes)}
     curves = analytic_columns(row, check, structure, seed, curve_points)
-    runs = gd_columns(row, curves, check, structure, recipe, seed, quick, patience, starts, depth)
+    runs = gd_columns(row, curves, check, structure, recipe, seed, quick, patience, starts, depth, up)
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row, runs, curves
 
@@ -144,9 +145,9 @@ def analytic_columns(row: dict[str, Any], check: ExactnessCheck, structure: Resi
 
 def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessCheck, structure: ResidualStructure,
                recipe: GDRecipe | None, seed: int, quick: bool, patience: int, starts: Sequence[str],
-               depth: int | None = None) -> list[GDRun]:
+               depth: int | None = None, up: int | None = None) -> list[GDRun]:
     """Fill ``row``'s GD columns (None where not run) and ``curves``' GD curves; returns every run
-    (``depth``: see :func:`sweep_program`)."""
+    (``depth``, ``up``: see :func:`sweep_program`)."""
     big_d = structure.residual_dim
     runs: list[GDRun] = []
     for key in GD_KEYS.values():
@@ -159,7 +160,8 @@ def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessChe
     # from packed: below the packed exact width (the packed start is exact there at step 0) down
     # to the construction's smallest width (below it there is no packed start)
     floor = 1 if depth is None else max(1, packed_hi - depth)
-    widths = {"gd": range(big_d - 1, floor - 1, -1),
+    top = big_d - 1 if up is None else min(big_d - 1, packed_hi + up)
+    widths = {"gd": range(top, floor - 1, -1),
               "gd_packed": range(packed_hi - 1, max(min_width(structure, "packed"), floor) - 1, -1)}
     scan_starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
     if quick:  # one training run per start: at the packed width, and one below it
@@ -319,6 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "the exact packed projection shrunk one column at a time")
     parser.add_argument("--patience", type=int, default=None,
                         help=f"GD scans stop after this many unreached widths in a row (default: {DEFAULT_PATIENCE})")
+    parser.add_argument("--gd-up", type=int, default=None,
+                        help="the orthogonal GD scan goes at most this many widths above the packed exact width "
+                             "(default: up to D - 1; 0: the packed width and below only)")
     parser.add_argument("--gd-depth", type=int, default=None,
                         help="GD scans go at most this many widths below the packed exact width (default: no limit)")
     add_objective_argument(parser)
@@ -336,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_programs(programs)  # before any compiling
     if args.gd_depth is not None and args.gd_depth < 1:
         parser.error(f"--gd-depth must be >= 1, got {args.gd_depth}")
+    if args.gd_up is not None and args.gd_up < 0:
+        parser.error(f"--gd-up must be >= 0, got {args.gd_up}")
     sizes = args.sizes or (list(QUICK_SIZES) if args.quick else [5, 10])
     gd_sizes = set(args.gd_sizes if args.gd_sizes is not None else [min(sizes)])
     gd_programs = set(args.gd_programs if args.gd_programs is not None else programs)
@@ -347,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in programs:
             gd = recipe if size in gd_sizes and name in gd_programs else None
             row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick, patience, args.gd_starts,
-                                              args.gd_depth)
+                                              args.gd_depth, args.gd_up)
             rows.append(row)
             all_runs += [{"program": name, "size": size, **dataclasses.asdict(r)} for r in runs]
             panels[f"{name} {size}/{size} (D={row['D']})"] = curves

@@ -50,6 +50,7 @@ def test_recipe_builds_the_trainer_config():
                                  optimizer=recipe.optimizer, loss=recipe.loss, sampling=recipe.sampling)
     assert recipe.optimizer.schedule == "warmup_cosine" and recipe.optimizer.lr_init == 1e-2
     assert recipe.optimizer.weight_decay == 0.1 and recipe.loss == LossConfig.exact(balance_outputs=True)
+    assert recipe.loss.written_margin and recipe.sampling.replay_fraction == 0.1
     assert GDRecipe(steps=100, check_every=250).train_config(5, 0).chunk_size == 100
     with pytest.raises(ValueError, match="seeds"):
         GDRecipe(seeds=0)
