@@ -11,7 +11,10 @@ exact check), each W scored under every objective of ``--objectives``:
 * ``exact``: ``LossConfig.exact()``, the same with the one-hot coordinates of the written
   outputs compared one-sidedly (``written_margin``: an off value read negative, an on value
   read larger count as right);
-* ``balanced``: ``exact`` with every compiled output value weighing the same (the recipe's).
+* ``balanced``: ``exact`` with every compiled output value weighing the same (the recipe's);
+  ``balanced-written``: the same with ``written_margin=False`` (the recipe's before it).
+
+GD trains with the default recipe's sampling, replay included, unless ``--no-replay``.
 
 The loss is averaged over ``--per-length`` inputs of every length, drawn from all inputs, as the
 training batches weight lengths. Where an inexact W has the lower loss, that objective is
@@ -36,7 +39,11 @@ def objectives() -> dict:
     from compression.learned.config import LossConfig
 
     return {"paper": LossConfig(), "exact-written": LossConfig.exact(written_margin=False),
-            "exact": LossConfig.exact(), "balanced": LossConfig.exact(balance_outputs=True)}
+            "exact": LossConfig.exact(), "balanced": LossConfig.exact(balance_outputs=True),
+            "balanced-written": LossConfig.exact(balance_outputs=True, written_margin=False)}
+
+
+NAMES = ["paper", "exact-written", "exact", "balanced", "balanced-written"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-length", type=int, default=600)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--objectives", nargs="+", default=["paper", "exact-written", "exact"],
-                        choices=["paper", "exact-written", "exact", "balanced"], help="objectives each W is scored under")
+                        choices=NAMES, help="objectives each W is scored under")
     parser.add_argument("--train", nargs="*", default=["paper", "exact"],
-                        choices=["paper", "exact-written", "exact", "balanced"], help="objectives GD trains with")
+                        choices=NAMES, help="objectives GD trains with")
+    parser.add_argument("--no-replay", action="store_true", help="GD without replaying the wrong inputs")
     args = parser.parse_args(argv)
 
     import jax.numpy as jnp
@@ -80,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [("packed (analytic)", packed_projection(structure, args.d), "")]
     for name in args.train:
         recipe = dataclasses.replace(GDRecipe(seeds=1), loss=known[name])
+        if args.no_replay:
+            recipe = dataclasses.replace(recipe, sampling=dataclasses.replace(recipe.sampling, replay_fraction=0.0))
         run, learned = gd_run(check, args.d, recipe, "orthogonal", structure, seed=args.seed)
         note = f"exact after {run.steps} steps" if run.exact else f"{run.steps} steps"
         rows.append((f"GD, {name} objective", learned, f"({note})"))
