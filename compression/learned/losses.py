@@ -57,6 +57,7 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from compression.learned.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
 from compression.learned.frozen import FrozenModel, OutputKind
@@ -182,10 +183,10 @@ def written_margin(predicted: jax.Array, reference: jax.Array, one_hot: Sequence
     ``reference`` is ``relu(v)²`` off and ``relu(c - v)²`` on. Superposed codes give exact models
     such writes (a copy passes a value read negative on; a lookup reading an on value twice writes
     it larger), and the readers of one-hot values, thresholded, read them right."""
-    index = jnp.asarray(one_hot, jnp.int32)
-    value, ref = predicted[..., index], reference[..., index]
-    clipped = jnp.where(ref > 0.5, jnp.minimum(value, ref), jnp.maximum(value, ref))
-    return predicted.at[..., index].set(clipped)
+    mask = np.zeros(predicted.shape[-1], bool)
+    mask[list(one_hot)] = True  # static: elementwise selects, no gather or scatter
+    clipped = jnp.where(reference > 0.5, jnp.minimum(predicted, reference), jnp.maximum(predicted, reference))
+    return jnp.where(mask, clipped, predicted)
 
 
 def layer_loss(
