@@ -143,6 +143,17 @@ def _apply_interval(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.A
     return (jnp.take(sums, jnp.asarray(hi), axis=-1) - jnp.take(sums, jnp.asarray(lo), axis=-1)) * values
 
 
+def _shared_interval(shared: tuple, param_q: jax.Array, param_k: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`(x @ W_Q, x @ W_K)` from one prefix sum (`HeadSpec.shared_interval`)."""
+    coords, *sides = shared
+    sums = _prefix_sums(jnp.take(x, jnp.asarray(coords), axis=-1))
+    out = []
+    for (lo, hi, entry), param in zip(sides, (param_q, param_k)):
+        values = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])[jnp.asarray(entry)]
+        out.append((jnp.take(sums, jnp.asarray(hi), axis=-1) - jnp.take(sums, jnp.asarray(lo), axis=-1)) * values)
+    return out[0], out[1]
+
+
 def _apply_ell(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:
     ell_rows, entries = spec.ell
     padded = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])
@@ -368,8 +379,12 @@ class CompiledTransformer(hk.Module):
         delta = jnp.zeros(x.shape[:-1] + (width,), x.dtype) if base is None else base
         patterns = []
         for h, head in enumerate(layer.heads):
-            q = apply_linear(head.w_q, get(module, f"head_{h}_q"), x)
-            k = apply_linear(head.w_k, get(module, f"head_{h}_k"), x)
+            shared = head.shared_interval
+            if shared is not None:  # one permutation and one prefix sum for both
+                q, k = _shared_interval(shared, get(module, f"head_{h}_q"), get(module, f"head_{h}_k"), x)
+            else:
+                q = apply_linear(head.w_q, get(module, f"head_{h}_q"), x)
+                k = apply_linear(head.w_k, get(module, f"head_{h}_k"), x)
             v = apply_linear(head.w_v, get(module, f"head_{h}_v"), x)
             logits = jnp.einsum("...tr,...sr->...ts", q, k, precision=PRECISION)
             logits = jnp.where(mask, logits, MASKED_LOGIT)
