@@ -20,8 +20,9 @@ weights run in each form (`compiler.model.forms`).
 the residual snapshot after every sub-layer (what `apply_batch` runs); the default measures the
 full `ModelOutput`.
 
-`match` is the fraction of the batch's sequences whose decoded output equals `rasp.evaluate`'s
-(the compiled model checked at the measured size).
+`match` is the fraction of the `checked` random sequences (the timed batch, or `--match N`
+of them, run in batches of `--batch`) whose decoded output equals `rasp.evaluate`'s (the compiled
+model checked at the measured size).
 """
 
 from __future__ import annotations
@@ -64,11 +65,13 @@ first = time.perf_counter() - start
 after_forward = rss_mb()
 warm, warm_cpu = median_times(lambda: model.forward(model.params, ids, outputs_only={outputs_only}).output)
 floor, floor_cpu = floor_times(model, {batch}, {size} + 1) if {floor} else (float('nan'), float('nan'))
-decoded = model.apply_batch(batch)
+checked = batch + [["BOS"] + [vocab[i] for i in rng.integers(len(vocab), size={size})]
+                   for _ in range(max(0, {match} - len(batch)))]
+decoded = [out for start in range(0, len(checked), {batch}) for out in model.apply_batch(checked[start:start + {batch}])]
 match = sum(
     all(same_value(g, w) for g, w in zip(got[1:], rasp.evaluate(program, row[1:])))
-    for got, row in zip(decoded, batch)
-) / len(batch)
+    for got, row in zip(decoded, checked)
+) / len(checked)
 forms = collections.Counter(spec.applied_form for spec in model.config.linears().values())
 analysis = model.forward.lower(model.params, ids, outputs_only={outputs_only}).compile().memory_analysis()
 xla = analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes
@@ -77,7 +80,7 @@ print(json.dumps(dict(
     xla_mb=xla / 2**20, temp_mb=analysis.temp_size_in_bytes / 2**20, first_s=first,
     warm_s=warm, floor_s=floor, ratio=warm / floor, cpu_s=warm_cpu, floor_cpu=floor_cpu,
     cpu_ratio=warm_cpu / floor_cpu,
-    match=match, forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
+    match=match, checked=len(checked), forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
 """
 
 COLUMNS = (
@@ -85,18 +88,19 @@ COLUMNS = (
     ("rss_forward", "{:>11.0f}"), ("xla_mb", "{:>8.0f}"), ("temp_mb", "{:>8.0f}"),
     ("first_s", "{:>8.2f}"), ("warm_s", "{:>8.3f}"), ("floor_s", "{:>8.3f}"), ("ratio", "{:>6.2f}"),
     ("cpu_s", "{:>8.3f}"), ("floor_cpu", "{:>9.3f}"), ("cpu_ratio", "{:>9.2f}"),
-    ("match", "{:>5.2f}"),
+    ("match", "{:>5.2f}"), ("checked", "{:>7}"),
     ("forms", "  {}"),
 )
 
 
 def measure(
     root: Path, name: str, size: int, batch: int, timeout: float, vocab: int | None = None, floor: bool = True,
-    outputs_only: bool = False,
+    outputs_only: bool = False, match: int = 0,
 ) -> dict:
     vocab = size if vocab is None else vocab
+    match = -(-max(match, batch) // batch) * batch  # whole batches: one executable
     code = SNIPPET.format(root=str(root), name=name, size=size, batch=batch, vocab=vocab, floor=floor,
-                          outputs_only=outputs_only)
+                          outputs_only=outputs_only, match=match)
     row = {"example": name, "setting": f"{vocab}/{size}"}
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
@@ -125,13 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per setting")
     parser.add_argument("--outputs-only", action="store_true",
                         help="run forward(..., outputs_only=True): no residual snapshots (docstring)")
+    parser.add_argument("--match", type=int, default=0,
+                        help="random inputs checked against rasp.evaluate (default: the timed batch), in batches")
     args = parser.parse_args(argv)
     kept = "output only" if args.outputs_only else "output, residuals and attention"
     print(f"batch {args.batch}, {kept}; memory in MB (peak RSS of the process; XLA = args + outputs + temps)")
     print(" ".join(key.rjust(len(fmt.format(0))) if key != "example" else key.ljust(15) for key, fmt in COLUMNS))
     for size in (int(s) for s in args.sizes.split(",")):
         for name in args.examples.split(","):
-            row = measure(args.root, name, size, args.batch, args.timeout, args.vocab, not args.no_floor, args.outputs_only)
+            row = measure(args.root, name, size, args.batch, args.timeout, args.vocab, not args.no_floor,
+                          args.outputs_only, args.match)
             print(format_row(row), flush=True)
     return 0
 
