@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 from compiler.io.atomic import atomic_write_text  # noqa: E402
 from compiler.lab.features.dictionary import true_dictionary  # noqa: E402
 from compiler.lab.features.evaluation import output_accuracy, rasp_references  # noqa: E402
-from compiler.lab.features.metrics import (cofiring, data_profile, dictionary_mcc, ground_truth,  # noqa: E402
-                                           perfect_coder, synthetic_scores)
+from compiler.lab.features.metrics import (TopKOf, cofiring, data_profile, dictionary_mcc,  # noqa: E402
+                                           ground_truth, perfect_coder, synthetic_scores)
 from compiler.lab.features.plots import loss_plot, recovery_plot  # noqa: E402
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites  # noqa: E402
 from compiler.lab.features.splice import causal_use, spliced_accuracy  # noqa: E402
@@ -204,6 +204,23 @@ def write_results(out: Path, name: str, rows: list[dict]) -> None:
                                          for r in rows}, f"SAELens training loss, {name} model")
 
 
+def topk_ceilings(stage: Stage, folder: Path, eval_tokens: int, ks: list[int]) -> dict:
+    """The true L0's spread on held-out activations at the packed width, and the explained variance
+    of the true dictionary cut to each k (:class:`TopKOf`): what a TopK SAE of that k reaches with
+    the right dictionary."""
+    model = stage.compiled
+    dictionary = true_dictionary(model, Site("resid", len(model.config.layers)), stage.projection)
+    held_out = shards(stage, stage.projection, folder / "eval", eval_tokens, seed=1)
+    truth = ground_truth(dictionary, *data_profile(held_out.batches(8192, ("code_index", "dense_codes")),
+                                                   dictionary.num_features))
+    l0 = np.concatenate([np.sum(codes != 0, axis=1) for _, codes in coded_batches(held_out, dictionary, truth)])
+    ceilings = {k: synthetic_scores(TopKOf(perfect_coder(truth), k), truth,
+                                    coded_batches(held_out, dictionary, truth)).explained_variance for k in ks}
+    return {"stage": stage.spec.name, "d": stage.d, "eval_tokens": eval_tokens, "true_l0_mean": float(l0.mean()),
+            "true_l0_percentiles": {str(q): float(np.percentile(l0, q)) for q in (10, 50, 90, 100)},
+            "ev_of_true_dictionary_cut_to_k": {str(k): ev for k, ev in ceilings.items()}}
+
+
 def print_table(rows: list[dict], keys: list[str]) -> None:
     print(" | ".join(keys))
     for row in rows:
@@ -229,6 +246,9 @@ def main() -> None:
                              "(0: constant)")
     parser.add_argument("--cache", default="", help="folder for the activation shards, reused by later runs "
                                                     "(default: a fresh temporary folder)")
+    parser.add_argument("--ceilings", default="",
+                        help="comma-separated k: print and write (ceiling_<stage>.json) the explained variance of "
+                             "the true dictionary cut to k latents per activation at the packed width, and stop")
     parser.add_argument("--merge", default="",
                         help="comma-separated saes_<stage>.json files of earlier runs: write their rows together "
                              "(the JSON and both plots under --out, named by --sae-stage) and stop")
@@ -274,6 +294,12 @@ def main() -> None:
         return
     base = stages.get(args.sae_stage) or build_stage(STAGES[args.sae_stage])
     structure = base.structure
+    if args.ceilings:
+        found = topk_ceilings(base, (Path(args.cache) if args.cache else work) / f"{args.sae_stage}_d{base.d}",
+                              args.eval_tokens, [int(k) for k in args.ceilings.split(",") if k])
+        print(json.dumps(found), flush=True)
+        atomic_write_text(out / f"ceiling_{args.sae_stage}.json", json.dumps(found, indent=1))
+        return
     true_l0 = l0_per_site(base)[-1]
     widths = [base.d if x == "packed" else int(x) for x in args.widths.split(",") if x]
     ks = [int(x) for x in args.ks.split(",") if x] or [max(1, round(true_l0 * f)) for f in (0.5, 1, 2)]
