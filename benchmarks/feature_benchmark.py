@@ -12,14 +12,19 @@ last residual site of ``--sae-stage`` (latents = true directions, k = the true L
 the packed width, and the first again at the other ``--ks``. Each trains on a pool of activations
 and is scored on held-out ones with SynthSAEBench's metrics plus spliced-output accuracy and
 causal use, and against the co-firing class dictionary (``mcc_vs_classes``); its loss curve is
-recorded. After every SAE the rows (with curves), the recovery plot
-and the loss plot are rewritten under ``--out``. Without SAELens it says so and stops after the
-stage table.
+recorded. The learning rate warms up over ``--warmup`` steps and decays linearly to 0 over the
+last ``--decay`` share of the steps (SAELens' schedule). After every SAE the rows (with curves),
+the recovery plot and the loss plot are rewritten under ``--out``; ``--cache`` keeps the activation
+shards for later runs, ``--merge`` plots the rows of several runs together, and ``--ceilings``
+measures the true dictionary cut to k latents (what a TopK SAE of that k could reach). Without
+SAELens it says so and stops after the stage table.
 
     python benchmarks/feature_benchmark.py                        # 1k, 4k, 16k; SAEs if installed
     python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths packed,144
     python benchmarks/feature_benchmark.py --stages "" --sae-stage 4k --archs topk --ks 38  # SAEs only
     python benchmarks/feature_benchmark.py --stages 1k-copy --sae-stage 1k-copy --widths packed --ks 7
+    python benchmarks/feature_benchmark.py --stages "" --sae-stage 1k-copy --ceilings 4,7,14 --cache acts/
+    python benchmarks/feature_benchmark.py --sae-stage 1k-copy --merge a/saes_1k-copy.json,b/saes_1k-copy.json
 """
 
 from __future__ import annotations
