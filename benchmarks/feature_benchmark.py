@@ -15,15 +15,15 @@ causal use, and against the co-firing class dictionary (``mcc_vs_classes``); its
 recorded. The learning rate warms up over ``--warmup`` steps and decays linearly to 0 over the
 last ``--decay`` share of the steps (SAELens' schedule). After every SAE the rows (with curves),
 the recovery plot and the loss plot are rewritten under ``--out``; ``--cache`` keeps the activation
-shards for later runs, ``--merge`` plots the rows of several runs together, and ``--ceilings``
-measures the true dictionary cut to k latents (what a TopK SAE of that k could reach). Without
+shards for later runs, ``--merge`` plots the rows of several runs together, and ``--true-topk``
+measures the true dictionary cut to k latents per activation. Without
 SAELens it says so and stops after the stage table.
 
     python benchmarks/feature_benchmark.py                        # 1k, 4k, 16k; SAEs if installed
     python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths packed,144
     python benchmarks/feature_benchmark.py --stages "" --sae-stage 4k --archs topk --ks 38  # SAEs only
     python benchmarks/feature_benchmark.py --stages 1k-copy --sae-stage 1k-copy --widths packed --ks 7
-    python benchmarks/feature_benchmark.py --stages "" --sae-stage 1k-copy --ceilings 4,7,14 --cache acts/
+    python benchmarks/feature_benchmark.py --stages "" --sae-stage 1k-copy --true-topk 4,7,14 --cache acts/
     python benchmarks/feature_benchmark.py --sae-stage 1k-copy --merge a/saes_1k-copy.json,b/saes_1k-copy.json
 """
 
@@ -209,10 +209,10 @@ def write_results(out: Path, name: str, rows: list[dict]) -> None:
                                          for r in rows}, f"SAELens training loss, {name} model")
 
 
-def topk_ceilings(stage: Stage, folder: Path, eval_tokens: int, ks: list[int]) -> dict:
+def true_topk(stage: Stage, folder: Path, eval_tokens: int, ks: list[int]) -> dict:
     """The true L0's spread on held-out activations at the packed width, and the explained variance
-    of the true dictionary cut to each k (:class:`TopKOf`): what a TopK SAE of that k reaches with
-    the right dictionary."""
+    of the true dictionary cut to each k (:class:`TopKOf`): what a TopK SAE of that k reaches if it
+    holds the true dictionary (a reference, not a bound: a learned dictionary can do better)."""
     model = stage.compiled
     dictionary = true_dictionary(model, Site("resid", len(model.config.layers)), stage.projection)
     held_out = shards(stage, stage.projection, folder / "eval", eval_tokens, seed=1)
@@ -251,9 +251,9 @@ def main() -> None:
                              "(0: constant)")
     parser.add_argument("--cache", default="", help="folder for the activation shards, reused by later runs "
                                                     "(default: a fresh temporary folder)")
-    parser.add_argument("--ceilings", default="",
-                        help="comma-separated k: print and write (ceiling_<stage>.json) the explained variance of "
-                             "the true dictionary cut to k latents per activation at the packed width, and stop")
+    parser.add_argument("--true-topk", default="",
+                        help="comma-separated k: print and write (true_topk_<stage>.json) the explained variance "
+                             "of the true dictionary cut to k latents per activation at the packed width, and stop")
     parser.add_argument("--merge", default="",
                         help="comma-separated saes_<stage>.json files of earlier runs: write their rows together "
                              "(the JSON and both plots under --out, named by --sae-stage) and stop")
@@ -299,11 +299,11 @@ def main() -> None:
         return
     base = stages.get(args.sae_stage) or build_stage(STAGES[args.sae_stage])
     structure = base.structure
-    if args.ceilings:
-        found = topk_ceilings(base, (Path(args.cache) if args.cache else work) / f"{args.sae_stage}_d{base.d}",
-                              args.eval_tokens, [int(k) for k in args.ceilings.split(",") if k])
+    if args.true_topk:
+        found = true_topk(base, (Path(args.cache) if args.cache else work) / f"{args.sae_stage}_d{base.d}",
+                          args.eval_tokens, [int(k) for k in args.true_topk.split(",") if k])
         print(json.dumps(found), flush=True)
-        atomic_write_text(out / f"ceiling_{args.sae_stage}.json", json.dumps(found, indent=1))
+        atomic_write_text(out / f"true_topk_{args.sae_stage}.json", json.dumps(found, indent=1))
         return
     true_l0 = l0_per_site(base)[-1]
     widths = [base.d if x == "packed" else int(x) for x in args.widths.split(",") if x]

@@ -165,9 +165,10 @@ class TopKOf:
     (``|z_i| * |decoder row i|``), the others set to 0.
 
     Around :func:`perfect_coder` it is a fixed-k coder that holds the true dictionary: its explained
-    variance is what a TopK SAE of that k reaches with the right dictionary, where the true L0 varies
+    variance is what a TopK SAE of that k reaches with the right dictionary where the true L0 varies
     from activation to activation (on near-orthogonal vectors, keeping the largest contributions is
-    close to the best choice of k)."""
+    close to the best choice of k). It is a reference, not a bound: a learned dictionary of other
+    directions can reconstruct more with the same k."""
 
     coder: SparseCoder
     k: int
