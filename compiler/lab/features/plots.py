@@ -32,7 +32,7 @@ def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Seq
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("score")
-    axes[0].legend(loc="lower right")
+    axes[0].legend(loc="center left", bbox_to_anchor=(0.0, 0.68), fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     out = atomic_write(path, lambda temporary: fig.savefig(temporary, dpi=110))
