@@ -141,6 +141,7 @@ class _Readers:
     def __init__(self, graph: nx.DiGraph, copy_functions: tuple[Callable[[Any], Any], ...]) -> None:
         self.graph, self.copy_functions = graph, copy_functions
         self._groups: dict[str, list[tuple[Any, ...]]] = {}
+        self._group_of: dict[str, dict[Any, tuple[Any, ...]]] = {}
         self._allowed: dict[tuple[str, tuple[Any, ...]], bool] = {}
 
     def is_copy(self, label: str) -> bool:
@@ -151,6 +152,15 @@ class _Readers:
         if label not in self._groups:
             self._groups[label] = twin_groups(self.graph.nodes[label][nodes.VALUE_SET])
         return self._groups[label]
+
+    def group_of(self, label: str, value: Any) -> tuple[Any, ...] | None:
+        """The twin group of `label`'s values holding `value` (groups are disjoint), if any.
+
+        Indexed once per s-op: a reader is asked this for every value of its other input, and
+        scanning every group each time made validation quadratic in large value sets."""
+        if label not in self._group_of:
+            self._group_of[label] = {twin: group for group in self.groups(label) for twin in group}
+        return self._group_of[label].get(value)
 
     def allow(self, copy: str, group: tuple[Any, ...]) -> bool:
         """Whether every reader of the copy `copy` gives the twins of `group` the same result."""
@@ -205,6 +215,8 @@ class _Readers:
             return False
         if self.lone_output(reader):
             return max(results) - min(results) <= TARGET_TOLERANCE * max(1.0, *(abs(r) for r in results))
-        group = next((g for g in self.groups(reader) if all(r in g for r in results)), None)
+        group = self.group_of(reader, results[0])
+        if group is None or not all(r in group for r in results[1:]):
+            return False
         readers = list(self.graph.successors(reader))
-        return group is not None and bool(readers) and all(self.is_copy(r) and self.allow(r, group) for r in readers)
+        return bool(readers) and all(self.is_copy(r) and self.allow(r, group) for r in readers)
