@@ -12,8 +12,9 @@ pass checks each reader on the inferred values and, where it holds, lets the cop
 representative for the whole group (`TwinMerge`, the shortest-printing twin). It holds when
 
 * the reader is a `SequenceMap` or `Select` whose function / predicate returns equal results
-  (`==`, same type) for every twin, whatever the other argument's value: the reader's result,
-  and so everything after it, is the evaluator's own; or
+  (`==`, same type) for every twin, whatever the other argument's value (for a `SequenceMap`
+  reading the copy twice, `f(x, x)`, for the twin itself: that is the only pair it evaluates):
+  the reader's result, and so everything after it, is the evaluator's own; or
 * the reader is an output of the program that nothing else reads (the copy itself as a
   read-out, a categorical Aggregate copying it, or a SequenceMap whose numerical results differ
   by float rounding only): the model then outputs a number that differs from the evaluator's by
@@ -191,6 +192,14 @@ class _Readers:
                 return bool(predicate(key, query))
         else:
             return False
+        if isinstance(expr, rasp.SequenceMap) and expr.fst.label == expr.snd.label == copy:
+            # f(x, x) pairs each value with itself only (value inference's diagonal), so the
+            # twins need equal results f(t, t), not f(t, v) for every value v
+            try:
+                results = [fn(twin, twin) for twin in group]
+            except Exception:  # noqa: BLE001 - a user function that raises decides nothing here
+                return False
+            return self._same(reader, results, False)
         for position, arg in enumerate(args):
             if arg.label != copy:
                 continue
