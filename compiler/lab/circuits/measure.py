@@ -59,8 +59,8 @@ def setup(net: Network, ids: np.ndarray, ablation: str) -> PatchingSetup:
     ids = np.asarray(ids, np.int32)
     kind = ABLATIONS.index(check_ablation(ablation))
     prepared, ref = prepare(net, ids, kind, resample_order(ids, net.pad_id))
-    clean = jnp.asarray(np.asarray(prepared.clean)[:, : ids.shape[-1], : prepared.layout.outputs])
-    scored = jnp.asarray(np.asarray(prepared.scored)[:, : ids.shape[-1]])
+    clean = jnp.asarray(np.asarray(prepared.clean)[: len(ids), : ids.shape[-1], : prepared.layout.outputs])
+    scored = jnp.asarray(np.asarray(prepared.scored)[: len(ids), : ids.shape[-1]])
     return PatchingSetup(net, jnp.asarray(ids), ref, clean, scored, ablation, prepared)
 
 

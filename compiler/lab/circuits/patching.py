@@ -105,15 +105,23 @@ class Layout:
     def ports(self) -> int:
         return self.shape.blocks * (3 * self.shape.heads + 1) + 1
 
-    def positions(self, length: int) -> int:
+    @staticmethod
+    def positions(length: int) -> int:
         """The padded number of positions for inputs of `length` positions."""
         return bucket(max(length, 6))
 
+    @staticmethod
+    def batch(count: int) -> int:
+        """The padded number of inputs for `count` inputs: at least 48, so that datasets of 12,
+        24 and 48 inputs share programs (a padded input is PAD everywhere and never scored)."""
+        return bucket(max(count, 48))
+
     def pad_ids(self, ids: np.ndarray) -> np.ndarray:
-        """`[B, T]` -> `[B, T']`, padded with PAD."""
+        """`[B, T]` -> `[B', T']`, padded with PAD."""
         ids = np.asarray(ids, np.int32)
-        extra = self.positions(ids.shape[-1]) - ids.shape[-1]
-        return np.pad(ids, ((0, 0), (0, extra)), constant_values=self.net.pad_id)
+        rows, length = ids.shape
+        return np.pad(ids, ((0, self.batch(rows) - rows), (0, self.positions(length) - length)),
+                      constant_values=self.net.pad_id)
 
     def pad_keeps(self, keeps: np.ndarray, by_position: bool | None = None) -> np.ndarray:
         """Real keep masks `[M, P, S, T]` -> padded: each edge's entries copied, everything else 1
@@ -141,13 +149,13 @@ class Layout:
         """Per-source values `[S, B, T, d]` -> `[S', B, T', D']` (zeros elsewhere)."""
         values = np.asarray(values, np.float32)
         count, batch, length, width = values.shape
-        padded = np.zeros((self.sources, batch, self.positions(length), self.shape.width), np.float32)
-        padded[self.source_slot, :, :length, :width] = values
+        padded = np.zeros((self.sources, self.batch(batch), self.positions(length), self.shape.width), np.float32)
+        padded[self.source_slot, :batch, :length, :width] = values
         return padded
 
-    def real_sources(self, padded: jax.Array, length: int) -> jax.Array:
+    def real_sources(self, padded: jax.Array, batch: int, length: int) -> jax.Array:
         """Padded per-source values -> the network's `[S, B, T, d]`."""
-        return jnp.asarray(np.asarray(padded)[self.source_slot, :, :length, : self.net.width])
+        return jnp.asarray(np.asarray(padded)[self.source_slot, :batch, :length, : self.net.width])
 
     @functools.cached_property
     def valid(self) -> jax.Array:
@@ -321,7 +329,7 @@ def forward(net: Network, keep: jax.Array, ids: jax.Array, reference: jax.Array)
     length = np.shape(ids)[-1]
     logits, _ = _forward(lay.shape, lay.weights, jnp.asarray(lay.pad_keeps(np.asarray(keep)[None])[0]),
                          jnp.asarray(lay.pad_ids(ids)), jnp.asarray(lay.pad_sources(reference)), *_statics(lay))
-    return jnp.asarray(np.asarray(logits)[:, :length, : lay.outputs])
+    return jnp.asarray(np.asarray(logits)[: np.shape(ids)[0], :length, : lay.outputs])
 
 
 def source_outputs(net: Network, ids: jax.Array) -> jax.Array:
@@ -331,7 +339,7 @@ def source_outputs(net: Network, ids: jax.Array) -> jax.Array:
     keep = jnp.ones((lay.ports, lay.sources), jnp.float32)
     zeros = jnp.zeros((lay.sources,) + padded.shape + (lay.shape.width,), jnp.float32)
     _, outs = _forward(lay.shape, lay.weights, keep, padded, zeros, *_statics(lay))
-    return lay.real_sources(outs, np.shape(ids)[-1])
+    return lay.real_sources(outs, *np.shape(ids))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -340,16 +348,11 @@ class Prepared:
     what `sweep` and `keep_gradient` run on. `length` is the real number of positions."""
 
     layout: Layout
-    ids: jax.Array  # [B, T']
-    reference: jax.Array  # [S', B, T', D']
-    clean: jax.Array  # [B, T', N']
-    scored: jax.Array  # [B, T'] bool, False at padded positions
+    ids: jax.Array  # [B', T']
+    reference: jax.Array  # [S', B', T', D']
+    clean: jax.Array  # [B', T', N']
+    scored: jax.Array  # [B', T'] bool, False at padded inputs and positions
     length: int
-
-    def readout(self) -> dict:
-        """The readout's arguments besides the outputs (see `readout`)."""
-        net = self.layout.net
-        return {"numerical": net.numerical, "threshold": net.empty_threshold, "tolerance": net.numerical_tolerance}
 
 
 _ablated_terms = jax.jit(ablated_terms)
@@ -364,19 +367,23 @@ def prepare(net: Network, ids: np.ndarray, kind: int, order: np.ndarray) -> tupl
     """
     lay = layout(net)
     ids = np.asarray(ids, np.int32)
-    padded = jnp.asarray(lay.pad_ids(ids))
+    rows = lay.pad_ids(ids)
+    padded = jnp.asarray(rows)
     keep = jnp.ones((lay.ports, lay.sources), jnp.float32)
     zeros = jnp.zeros((lay.sources,) + padded.shape + (lay.shape.width,), jnp.float32)
     _, outs = _forward(lay.shape, lay.weights, keep, padded, zeros, *_statics(lay))
-    ref = _ablated_terms(jnp.int32(kind), (padded != net.pad_id).astype(jnp.float32), jnp.asarray(order, jnp.int32), outs)
-    scored = jnp.asarray(lay.pad_ids(ids) != net.pad_id).at[:, 0].set(False)
-    empty = Prepared(lay, padded, ref, jnp.zeros(padded.shape + (lay.shape.outputs,), jnp.float32), scored, ids.shape[-1])
+    order = np.concatenate([np.asarray(order), np.arange(len(ids), len(rows))])  # a padded input keeps its own
+    ref = _ablated_terms(jnp.int32(kind), jnp.asarray(rows != net.pad_id, jnp.float32), jnp.asarray(order, jnp.int32), outs)
+    scored = rows != net.pad_id
+    scored[:, 0] = False
+    empty = Prepared(lay, padded, ref, jnp.zeros(padded.shape + (lay.shape.outputs,), jnp.float32), jnp.asarray(scored),
+                     ids.shape[-1])
     # The clean output comes through the same vmapped program as every patched run: a model
     # with a near-tie (a GD projection) can flip an output on the float rounding between two
     # compiled programs.
     keep = np.ones((1, len(net.ports), len(net.sources), ids.shape[-1]), np.float32)
     clean = jnp.asarray(sweep(empty, keep).outputs[0])
-    return dataclasses.replace(empty, clean=clean), lay.real_sources(ref, ids.shape[-1])
+    return dataclasses.replace(empty, clean=clean), lay.real_sources(ref, *ids.shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -466,7 +473,7 @@ def forward_many(net: Network, keeps: np.ndarray, ids: jax.Array, reference: jax
     padded = jnp.asarray(lay.pad_ids(ids))
     empty = Prepared(lay, padded, jnp.asarray(lay.pad_sources(reference)),
                      jnp.zeros(padded.shape + (lay.shape.outputs,), jnp.float32), jnp.zeros(padded.shape, bool), length)
-    return sweep(empty, keeps, chunk=chunk).outputs[:, :, :length, : lay.outputs]
+    return sweep(empty, keeps, chunk=chunk).outputs[:, : np.shape(ids)[0], :length, : lay.outputs]
 
 
 @functools.partial(jax.jit, static_argnames=("shape", "numerical", "threshold_on"))
