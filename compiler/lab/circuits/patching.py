@@ -158,9 +158,21 @@ class Layout:
         return jnp.asarray(np.asarray(padded)[self.source_slot, :batch, :length, : self.net.width])
 
     @functools.cached_property
+    def statics(self) -> tuple[jax.Array, jax.Array]:
+        """The PAD id and whether attention is causal, as program arguments."""
+        return jnp.int32(self.net.pad_id), jnp.bool_(self.net.causal)
+
+    @functools.cached_property
+    def thresholds(self) -> tuple[jax.Array, jax.Array]:
+        """The empty threshold (0 when there is none) and the numerical tolerance, as program
+        arguments."""
+        threshold = self.net.empty_threshold
+        return jnp.float32(0.0 if threshold is None else threshold), jnp.float32(self.net.numerical_tolerance)
+
+    @functools.cached_property
     def valid(self) -> jax.Array:
         """`[N']` bool: the real output columns."""
-        return jnp.arange(self.shape.outputs) < self.outputs
+        return jnp.asarray(np.arange(self.shape.outputs) < self.outputs)
 
 
 def _blocks(net: Network) -> list[list[int | None]]:
@@ -319,7 +331,7 @@ def _forward(shape: Shape, weights: tuple, keep: jax.Array, ids: jax.Array, ref:
 
 
 def _statics(lay: Layout) -> tuple[jax.Array, jax.Array]:
-    return jnp.int32(lay.net.pad_id), jnp.bool_(lay.net.causal)
+    return lay.statics
 
 
 def forward(net: Network, keep: jax.Array, ids: jax.Array, reference: jax.Array) -> jax.Array:
@@ -397,10 +409,7 @@ class Sweep:
 
 
 def _readout_args(p: Prepared) -> tuple:
-    net = p.layout.net
-    threshold = net.empty_threshold
-    return (p.clean, p.scored, p.layout.valid, jnp.float32(0.0 if threshold is None else threshold),
-            jnp.float32(net.numerical_tolerance))
+    return (p.clean, p.scored, p.layout.valid, *p.layout.thresholds)
 
 
 def _divergences(numerical: bool, threshold_on: bool, out: jax.Array, clean: jax.Array, scored: jax.Array,
@@ -450,19 +459,23 @@ def sweep(p: Prepared, keeps: np.ndarray, sharpness: Sequence[float] = SWEEP_SHA
     return Sweep(np.concatenate(outputs), np.concatenate(counts).astype(np.int64), np.concatenate(divergences))
 
 
-_divergence_program = jax.jit(_divergences, static_argnames=("numerical", "threshold_on"))
+@functools.partial(jax.jit, static_argnames=("shape", "numerical", "threshold_on"))
+def _patched_divergence(shape: Shape, numerical: bool, threshold_on: bool, weights: tuple, keep: jax.Array,
+                        ids: jax.Array, ref: jax.Array, pad_id: jax.Array, causal: jax.Array, clean: jax.Array,
+                        scored: jax.Array, valid: jax.Array, threshold: jax.Array, sharpness: jax.Array) -> jax.Array:
+    out = _run(shape, weights, keep, ids, ref, pad_id, causal)[0]
+    return _divergences(numerical, threshold_on, out, clean, scored, valid, threshold, sharpness)
 
 
 def divergence_of(p: Prepared, keep: np.ndarray, sharpness: float) -> float:
     """The divergence (`readout.divergence`) of one patched run, keep `[P, S, T]`, from the
-    clean output: unvmapped, for methods that decide one mask at a time (ACDC)."""
+    clean output: one unvmapped program, for methods that decide one mask at a time (ACDC)."""
     lay = p.layout
     net = lay.net
-    out, _ = _forward(lay.shape, lay.weights, jnp.asarray(lay.pad_keeps(np.asarray(keep)[None])[0]), p.ids,
-                      p.reference, *_statics(lay))
     clean, scored, valid, threshold, _ = _readout_args(p)
-    value = _divergence_program(net.numerical, net.empty_threshold is not None, out, clean, scored, valid, threshold,
-                                jnp.asarray([sharpness], jnp.float32))
+    value = _patched_divergence(lay.shape, net.numerical, net.empty_threshold is not None, lay.weights,
+                                jnp.asarray(lay.pad_keeps(np.asarray(keep)[None])[0]), p.ids, p.reference,
+                                *_statics(lay), clean, scored, valid, threshold, jnp.asarray([sharpness], jnp.float32))
     return float(value[0])
 
 

@@ -119,16 +119,16 @@ def test_padded_forward_equals_the_direct_forward_on_hand_made_networks(causal):
 
 def test_padded_forward_equals_the_direct_forward_on_a_compiled_model():
     example = EXAMPLES["reverse"]
-    model = compile_rasp(example.build(4), set(example.vocab), 4)
+    model = compile_rasp(example.build(5), set(example.vocab), 5)
     net = network(model)
     rng = np.random.default_rng(2)
-    ids = _ids(net, rng, batch=6, length=5)
+    ids = _ids(net, rng, batch=6, length=6)
     outs = np.asarray(source_outputs(net, jnp.asarray(ids)))
     reference = outs[:, rng.permutation(6)]  # another input's values, as resample ablation takes
-    keeps = _random_keeps(net, 5, rng, count=4)
+    keeps = _random_keeps(net, 6, rng, count=4)
     # Masks that vary by position, and whole-edge masks (the same at every position, which the
     # programs read with one matrix product per port group).
-    whole = edge_keeps(net, rng.random((4, len(net.edges))) < 0.3, 5)
+    whole = edge_keeps(net, rng.random((4, len(net.edges))) < 0.3, 6)
     for masks in (keeps, whole):
         got = forward_many(net, masks, jnp.asarray(ids), jnp.asarray(reference))
         for keep, out in zip(masks, got):
