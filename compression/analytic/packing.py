@@ -14,7 +14,8 @@ and the interference bound that says when the compressed model is exact (docs/co
 model reads ``x G`` instead of ``x``, and the bound tracks how far any categorical read can move
 (given one on value per s-op and what earlier noisy writes left behind) and checks each tolerant
 reader's margin. It holds for any ``W``, learned ones included; it claims exactness only when
-protected coordinates are read exactly and every margin holds.
+protected coordinates are read exactly, every value written into a protected coordinate is free
+of interference, and every margin holds.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class InterferenceBound:
     protected_error: float  # max |G - I| on rows of protected coordinates
     reads: tuple[ReadBound, ...]
     claims_exact: bool
+    # the largest interference a tolerant reader can write into a protected coordinate (see
+    # :func:`interference_bound`); must stay within PROTECTED_ATOL
+    protected_write_error: float = 0.0
 
     @property
     def max_load(self) -> float:
@@ -102,8 +106,22 @@ def interference_bound(structure: ResidualStructure, projection: np.ndarray) -> 
     A lookup unit ``relu(sum a_j x_j - b)`` (exact pre-activation 1 on, <= -1 off, ``sum a_j <= A``)
     stays exact when ``A * (largest move) < 1``: off units then write exactly 0, and an on unit (all
     its inputs on) drifts by at most ``A`` times the largest move of an on value. A
-    value copy moves values by the read deviation. The unembedding's argmax is right when the
-    largest drop of an on logit plus the largest rise of an off logit is below 1.
+    value copy of fan-in ``f`` (:class:`~compression.analytic.structure.TolerantRead`) writes each
+    value as the sum of the reads of up to ``f`` values, so it moves an off value by up to ``f``
+    times the largest off move and an on value by its own move plus ``f - 1`` off moves. The
+    unembedding's argmax is right when the largest drop of an on logit plus the largest rise of an
+    off logit is below 1.
+
+    Protected coordinates are read back exactly (``G`` is the identity on their rows), which only
+    helps if the value written into them is the compiled one: a softmax or a numerical MLP reading
+    it tolerates no margin. So the bound also follows, per coordinate, the deviation caused by
+    ``W`` alone (:func:`_interference_writes`: the same recursion without the float slack, which
+    the compiled model has too) and claims exactness only if every tolerant reader that writes a
+    protected coordinate writes it within ``PROTECTED_ATOL``. A copy of values in superposition
+    never does (its off reads pass through); a lookup of unit-norm codes does (off units write 0,
+    on units read their own vector). Other writers of protected coordinates (attention with
+    protected queries, keys and values, numerical MLPs) read only protected coordinates, so by
+    induction over the sub-layers they write exact values too.
     """
     w = np.asarray(projection, np.float64)
     gram = w @ w.T
@@ -147,7 +165,9 @@ def interference_bound(structure: ResidualStructure, projection: np.ndarray) -> 
                 new_rho = max(new_rho, read.weight * max(on_up, on_down))  # only on units write
             elif read.kind == "copy":
                 load = 0.0
-                new_rho, new_nu = max(new_rho, on_up, on_down), max(new_nu, off_up, off_down)
+                off_move = max(off_up, off_down)
+                new_rho = max(new_rho, max(on_up, on_down) + (read.weight - 1) * off_move)
+                new_nu = max(new_nu, read.weight * off_move)
             elif read.kind == UNEMBED:
                 load = on_down + off_up
             else:
@@ -155,7 +175,65 @@ def interference_bound(structure: ResidualStructure, projection: np.ndarray) -> 
             ok = ok and load < 1.0
             reads.append(ReadBound(layer, read.kind, float(deviation), float(load)))
         rho, nu = new_rho, new_nu
-    return InterferenceBound(protected_error, tuple(reads), bool(ok))
+    write_error = _interference_writes(structure, gram, sharing, amp)
+    ok = ok and write_error <= PROTECTED_ATOL
+    return InterferenceBound(protected_error, tuple(reads), bool(ok), float(write_error))
+
+
+def _interference_writes(structure: ResidualStructure, gram: np.ndarray, sharing: dict[int, np.ndarray],
+                         amp: np.ndarray) -> float:
+    """The largest deviation, caused by ``W`` alone, that a tolerant reader writes into a protected
+    coordinate (0 when none writes one).
+
+    Per coordinate ``k``, ``err[k]`` bounds how far ``W`` moves the value written into ``k`` from
+    the value the compiled model writes, taking the compiled values as exact (0 or 1, times the
+    amplification): the recursion of :func:`interference_bound` with the float slack at 0 and the
+    drift carried per coordinate instead of one ``rho`` and ``nu`` for all. At a read of ``i``,
+    ``sum_k |G_ik| err[k]`` is what earlier writes pass on, the own group's largest overlap moves
+    an off read (its largest positive one, for a lookup), ``|G_ii - 1|`` an on read, and each
+    other group present adds its largest ``|G_ik|``. A copy of fan-in ``f`` writes ``f`` times its
+    largest move; a lookup, if its margin holds, ``A`` times the largest move of an on read (off
+    units write exactly 0), else an unbounded one.
+    """
+    protected = set(structure.protected)
+    if not any(set(r.writes) & protected for r in structure.reads):
+        return 0.0
+    group_of = structure.group_of()
+    members = [np.asarray(g, dtype=np.int64) for g in structure.groups]
+    written = np.asarray(structure.written_at)
+    err = np.zeros(structure.residual_dim)
+    worst = 0.0
+    for layer in sorted({r.layer for r in structure.reads}):
+        updates: list[tuple[tuple[int, ...], float]] = []
+        present = np.nonzero(written < layer)[0]
+        for read in (r for r in structure.reads if r.layer == layer and r.kind != UNEMBED):
+            off_up = off_move = on_move = 0.0
+            for i in read.coords:
+                own = group_of[i]
+                weights = np.abs(gram[i, present])
+                passed = float(weights[weights > 0] @ err[present][weights > 0])  # no 0 * inf
+                cross = 0.0
+                for h, coords in enumerate(members):
+                    if h != own and (here := coords[written[coords] < layer]).size:
+                        cross += float((np.abs(gram[i, here]) * amp[here]).max())
+                others = members[own][~np.isin(members[own], sharing[i])]
+                within = gram[i, others] * amp[others]
+                top = max(float(within.max()), 0.0) if within.size else 0.0
+                off_up = max(off_up, top + passed + cross)
+                off_move = max(off_move, (float(np.abs(within).max()) if within.size else 0.0) + passed + cross)
+                on_move = max(on_move, abs(gram[i, i] * amp[i] - amp[i]) + passed + cross)
+            if read.kind == "copy":  # passes moves either way on
+                moved = read.weight * max(off_move, on_move)
+            else:  # lookup: a lowered off read only keeps its unit further off
+                moved = read.weight * on_move if read.weight * max(off_up, on_move) < 1.0 else np.inf
+            updates.append((read.writes, moved))
+        for writes, moved in updates:
+            if writes:
+                coords = list(writes)
+                err[coords] = np.maximum(err[coords], moved)
+                if set(writes) & protected:
+                    worst = max(worst, max(float(err[k]) for k in writes if k in protected))
+    return worst
 
 
 def _sharing(structure: ResidualStructure, w: np.ndarray) -> dict[int, np.ndarray]:
@@ -217,8 +295,8 @@ def group_needs(structure: ResidualStructure) -> list[GroupNeed]:
         for i in read.coords:
             g = group_of[i]
             limits[g] = min(limits.get(g, 1.0), SAFETY / weight)
-            if read.kind == "copy":
-                limits[g] = min(limits[g], COPY_OVERLAP)
+            if read.kind == "copy":  # the reads of up to `fan-in` values add up in one written value
+                limits[g] = min(limits[g], COPY_OVERLAP / max(read.weight, 1.0))
                 one_sided[g] = False
             one_sided.setdefault(g, True)
     class_of = structure.class_of()
