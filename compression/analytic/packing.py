@@ -196,7 +196,9 @@ def _interference_writes(structure: ResidualStructure, gram: np.ndarray, sharing
     bounds how far coordinate ``k`` is from its ideal value (1, times the amplification) when it
     is on, ``off[k]`` how far from 0 when it is off; both start at ``FLOAT_SLACK`` for every
     categorical coordinate (the noise the bound grants the compiled model, which a coordinate
-    written by anything but a tolerant reader keeps). At a read of ``i``: its own value's drift
+    written by anything but a tolerant reader keeps), except that off values the compiled model
+    writes as exactly 0 (:attr:`ResidualStructure.exact_off`: the embedding's, a lookup's) start
+    at 0; a tolerant reader's writes get the drifts computed here. At a read of ``i``: its own value's drift
     (``|G_ii|`` times it, plus ``|G_ii - 1|`` for an on value), each other value of its group
     (the largest overlap with an on one, its largest positive one for a lookup's off units, and
     ``|G_ij|`` times the drift of each off one: the compiled noise of off values leaks into ``i``
@@ -216,7 +218,9 @@ def _interference_writes(structure: ResidualStructure, gram: np.ndarray, sharing
     categorical = np.zeros(structure.residual_dim, bool)
     categorical[[i for g in structure.groups for i in g]] = True
     written = np.asarray(structure.written_at)
-    on, off = np.where(categorical, FLOAT_SLACK, 0.0), np.where(categorical, FLOAT_SLACK, 0.0)
+    on = np.where(categorical, FLOAT_SLACK, 0.0)
+    off = on.copy()
+    off[list(structure.exact_off)] = 0.0
     on_1, off_1 = on.copy(), off.copy()  # the compiled model's envelopes
     worst = 0.0
 
@@ -254,6 +258,8 @@ def _interference_writes(structure: ResidualStructure, gram: np.ndarray, sharing
             else:
                 moved, moved_1 = (np.inf, np.inf), (f * on_plain, 0.0)
             updates.append((read.writes, moved, moved_1))
+        fresh = {k for writes, _, _ in updates for k in writes}
+        on[list(fresh)] = off[list(fresh)] = on_1[list(fresh)] = off_1[list(fresh)] = 0.0  # what the writer leaves
         for writes, (m_on, m_off), (p_on, p_off) in updates:
             for k in writes:
                 on[k], off[k] = max(on[k], m_on), max(off[k], m_off)

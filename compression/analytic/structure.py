@@ -83,6 +83,10 @@ class ResidualStructure:
     num_sublayers: int
     classes: tuple[tuple[int, ...], ...] = ()  # values of one s-op no reader tells apart (2 or more each)
     amplification: tuple[float, ...] = ()  # per coordinate, 1.0 when empty (see the module docstring)
+    # categorical coordinates whose off value the compiled model writes as exactly 0: those of the
+    # embedding (one-hot rows) and of thresholded lookups (an off unit's ReLU gives exactly 0), as
+    # opposed to softmax tails and discretising MLPs
+    exact_off: tuple[int, ...] = ()
 
     @property
     def residual_dim(self) -> int:
@@ -133,6 +137,7 @@ class _Scan:
     candidate_reads: list[TolerantRead] = dataclasses.field(default_factory=list)
     signatures: dict[int, dict[int, bytes]] = dataclasses.field(default_factory=dict)  # lookup layer -> coord -> units
     writes: dict[int, set[int]] = dataclasses.field(default_factory=dict)
+    exact_off: set[int] = dataclasses.field(default_factory=set)
 
     def mark_written(self, coords: set[int], index: int) -> None:
         for i in coords:
@@ -154,6 +159,7 @@ def _start_scan(compiled: CompiledModel) -> _Scan:
     scan = _Scan(labels, by_name, categorical, protected, [None] * len(labels))
     embedded = _nonzero_cols(weights.token_embedding(compiled)) | _nonzero_cols(weights.position_embedding(compiled))
     scan.mark_written(embedded, EMBEDDING)
+    scan.exact_off |= embedded & categorical
     return scan
 
 
@@ -191,6 +197,11 @@ def _scan_mlp(scan: _Scan, compiled: CompiledModel, index: int, basis) -> None:
     scan.read_by_layers |= reads
     cat_reads = sorted(reads & scan.categorical - scan.protected)
     weight = _lookup_weight(w_in, cat_reads, scan.labels)
+    values = sorted(reads & scan.categorical)
+    bias = {scan.labels.index(ONE_NAME)} if ONE_NAME in scan.labels else set()
+    if (mlp.activation == "relu" and out <= scan.categorical and values and reads <= scan.categorical | bias
+            and _lookup_weight(w_in, values, scan.labels) is not None):
+        scan.exact_off |= out  # a thresholded lookup of categorical values: off units write exactly 0
     if cat_reads and (mlp.activation != "relu" or not out <= scan.categorical or weight is None):
         scan.protected |= set(cat_reads)
     elif cat_reads:
@@ -249,7 +260,7 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     mergers = {layer: sig for layer, sig in scan.signatures.items() if not scan.writes[layer] & scan.read_by_layers}
     classes, amplification = _classes(groups, reads, mergers, scan.writes, width)
     return ResidualStructure(scan.labels, groups, tuple(sorted(protected)), unread, reads, stamps,
-                             len(compiled.config.layers), classes, amplification)
+                             len(compiled.config.layers), classes, amplification, tuple(sorted(scan.exact_off)))
 
 
 def _needs_exact_values(candidates: list[TolerantRead], protected: set[int], dead: set[int]) -> set[int]:
