@@ -227,8 +227,10 @@ def _interference_writes(structure: ResidualStructure, gram: np.ndarray, sharing
     def group_load(i: int, coords: np.ndarray) -> tuple[float, float, float]:
         """(largest signed overlap with an on value, largest |overlap| with one, summed off drift)."""
         row = gram[i, coords]
-        with_on = np.abs(row) * on[coords]
-        leak = np.abs(row)[row != 0] @ off[coords][row != 0]  # no 0 * inf
+        touched = row != 0  # no 0 * inf
+        with_on = np.zeros(len(coords))
+        with_on[touched] = np.abs(row[touched]) * on[coords][touched]
+        leak = np.abs(row[touched]) @ off[coords][touched]
         return float((row * amp[coords] + with_on).max()), float((np.abs(row) * amp[coords] + with_on).max()), float(leak)
 
     for layer in sorted({r.layer for r in structure.reads}):
