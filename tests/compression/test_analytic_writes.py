@@ -139,3 +139,43 @@ def test_a_copy_of_fan_in_f_moves_a_written_value_f_times():
     assert inputs == 8 + 8**2 + 8**3 and right < inputs
     packed = packed_projection(structure, packed_width(structure))
     assert interference_bound(structure, packed).claims_exact and _right_inputs(task, packed) == (inputs, inputs)
+
+
+def _noise_into_a_number():
+    """Model-zoo program 5,205 of seed 0: ``v6`` (67 values) is a SequenceMap of ``v5``, which a
+    discretising MLP makes categorical from a numerical mean, and two more lookups lead to ``v10``,
+    which the numerical MLP of ``v11`` reads."""
+    v2 = rasp.numerical(rasp.LinearSequenceMap(rasp.indices, rasp.indices, -3, -3)).named("v2")
+    v3 = rasp.Select(rasp.tokens, rasp.tokens, lambda k, q: k != q and k < "c").named("v3")
+    v4 = rasp.numerical(rasp.Aggregate(v3, v2, default=0)).named("v4")
+    v5 = rasp.Map(lambda x: 2 * x, v4, simplify=False).named("v5")
+    v6 = rasp.SequenceMap(lambda x, y: x and y, v5, v2).named("v6")
+    v7 = rasp.numerical(rasp.LinearSequenceMap(v4, v2, 1, 1)).named("v7")
+    v8 = rasp.Map(lambda x: min(x, 2), v2).named("v8")
+    v9 = rasp.SequenceMap(lambda x, y: x and y, v6, v2).named("v9")
+    v10 = rasp.SequenceMap(lambda x, y: x == y, v9, v8).named("v10")
+    v11 = rasp.numerical(rasp.LinearSequenceMap(v10, v7, 1, 1)).named("v11")
+    return _optimised_task("zoo-5205", v11, list("abcdef"), 6)
+
+
+def test_float_noise_leaking_through_a_code_into_a_protected_value_is_not_claimed_exact():
+    """Every margin holds and every protected row is read exactly, but the float noise of the 66
+    off values of ``v5``/``v6`` leaks through the code overlaps into the lookups that lead to the
+    protected ``v10``: the output drifts by up to 0.03 (``1`` read as 1.0027, ``-12`` as -12.032),
+    which the per-coordinate envelope sees (0.088 beyond the compiled model's) and the bound used
+    to claim exact."""
+    task = _noise_into_a_number()
+    structure = residual_structure(task.compiled)
+    labels = structure.labels
+    assert not any(labels[i].startswith("v5:") for i in structure.exact_off)  # a discretising MLP writes v5
+    assert all(labels[i].startswith(("tokens:", "indices:", "v6:", "v8:", "v9:", "v10:")) for i in structure.exact_off)
+    w = packed_projection(structure, packed_width(structure))
+    bound = interference_bound(structure, w)
+    assert bound.protected_error <= PROTECTED_ATOL and bound.max_load < 1.0
+    assert bound.protected_write_error > 0.05 and not bound.claims_exact
+    inputs = [["a"], ["e", "b"], ["a", "e", "b"], ["b", "a", "d", "c", "f", "e"]]
+    refs = task.reference_set(np.asarray([[task.model.bos_id, *[task.compiled.input_encoder.token_to_id[t] for t in xs],
+                                           *[task.model.pad_id] * (6 - len(xs))] for xs in inputs], np.int32))
+    out = forward(fold_projection(dense_tensors(task.compiled), w), forward_metadata(task.compiled), refs.ids)
+    error = np.abs(out - refs.targets)[refs.mask > 0]
+    assert 0.01 < error.max() < 0.1
