@@ -39,10 +39,10 @@ FLOAT_SLACK = 1e-4
 PROTECTED_ATOL = 1e-5
 # How much further than in the compiled model (both as worst-case envelopes built on FLOAT_SLACK)
 # a tolerant reader may move a value it writes into a protected coordinate (interference_bound). A
-# chosen margin, not a derived one: ten times FLOAT_SLACK, the relative tolerance of the project's
-# differential tests for numerical outputs. An antipodal code partner (±e_i) read by a lookup of
-# weight 4 costs 4e-4; on 10,000 zoo programs the wrong models it must reject were 0.09 and above.
-PROTECTED_WRITE_ATOL = 1e-3
+# chosen margin, not a derived one (100 FLOAT_SLACK): the exact library models need up to 1.8e-3
+# (sort_freq at 5/5: a histogram's float noise leaking through a 5-value code into two lookups),
+# the wrong models of a 10,000-program zoo it has to reject needed 0.088 and more.
+PROTECTED_WRITE_ATOL = 1e-2
 # A code for a reader of margin weight A targets overlap SAFETY / A (the exact limit is 1 / A).
 SAFETY = 0.9
 # Two-sided overlap targeted for s-ops whose values an attention head copies.
