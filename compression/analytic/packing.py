@@ -14,8 +14,8 @@ and the interference bound that says when the compressed model is exact (docs/co
 model reads ``x G`` instead of ``x``, and the bound tracks how far any categorical read can move
 (given one on value per s-op and what earlier noisy writes left behind) and checks each tolerant
 reader's margin. It holds for any ``W``, learned ones included; it claims exactness only when
-protected coordinates are read exactly, every value written into a protected coordinate is free
-of interference, and every margin holds.
+protected coordinates are read exactly, no value written into a protected coordinate can move
+further than in the compiled model (to within ``PROTECTED_WRITE_ATOL``), and every margin holds.
 """
 
 from __future__ import annotations
@@ -198,8 +198,8 @@ def _interference_writes(structure: ResidualStructure, gram: np.ndarray, sharing
     categorical coordinate (the noise the bound grants the compiled model, which a coordinate
     written by anything but a tolerant reader keeps), except that off values the compiled model
     writes as exactly 0 (:attr:`ResidualStructure.exact_off`: the embedding's, a lookup's) start
-    at 0; a tolerant reader's writes get the drifts computed here. At a read of ``i``: its own value's drift
-    (``|G_ii|`` times it, plus ``|G_ii - 1|`` for an on value), each other value of its group
+    at 0; a tolerant reader's writes get the drifts computed here. At a read of ``i``: its own
+    value's drift (``|G_ii|`` times it, plus ``|G_ii - 1|`` for an on value), each other value of its group
     (the largest overlap with an on one, its largest positive one for a lookup's off units, and
     ``|G_ij|`` times the drift of each off one: the compiled noise of off values leaks into ``i``
     through ``W``) and each other group present (one value on, the others off, likewise). A copy
