@@ -87,6 +87,10 @@ class ResidualStructure:
     # embedding (one-hot rows) and of thresholded lookups (an off unit's ReLU gives exactly 0), as
     # opposed to softmax tails and discretising MLPs
     exact_off: tuple[int, ...] = ()
+    # coordinates read by something that turns them into a number (the values of a head writing
+    # numbers, an MLP that is not a thresholded lookup of categorical values, a numerical
+    # unembedding): a small error there moves a number, not a margin
+    read_as_number: tuple[int, ...] = ()
 
     @property
     def residual_dim(self) -> int:
@@ -138,6 +142,7 @@ class _Scan:
     signatures: dict[int, dict[int, bytes]] = dataclasses.field(default_factory=dict)  # lookup layer -> coord -> units
     writes: dict[int, set[int]] = dataclasses.field(default_factory=dict)
     exact_off: set[int] = dataclasses.field(default_factory=set)
+    read_as_number: set[int] = dataclasses.field(default_factory=set)
 
     def mark_written(self, coords: set[int], index: int) -> None:
         for i in coords:
@@ -178,6 +183,7 @@ def _scan_attention(scan: _Scan, compiled: CompiledModel, index: int) -> None:
             scan.candidate_reads.append(TolerantRead(index, "copy", tuple(values), fan_in, tuple(sorted(out))))
         else:
             scan.protected |= v
+            scan.read_as_number |= v
         scan.mark_written(out, index)
 
 
@@ -202,6 +208,8 @@ def _scan_mlp(scan: _Scan, compiled: CompiledModel, index: int, basis) -> None:
     if (mlp.activation == "relu" and out <= scan.categorical and values and reads <= scan.categorical | bias
             and _lookup_weight(w_in, values, scan.labels) is not None):
         scan.exact_off |= out  # a thresholded lookup of categorical values: off units write exactly 0
+    else:
+        scan.read_as_number |= reads
     if cat_reads and (mlp.activation != "relu" or not out <= scan.categorical or weight is None):
         scan.protected |= set(cat_reads)
     elif cat_reads:
@@ -217,6 +225,7 @@ def _scan_unembedding(scan: _Scan, compiled: CompiledModel) -> None:
     scan.read_any |= unembed
     if compiled.config.numerical_output:
         scan.protected |= unembed
+        scan.read_as_number |= unembed
     else:
         scan.candidate_reads.append(
             TolerantRead(len(compiled.config.layers), UNEMBED, tuple(sorted(unembed & scan.categorical)), 1.0))
@@ -260,7 +269,8 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     mergers = {layer: sig for layer, sig in scan.signatures.items() if not scan.writes[layer] & scan.read_by_layers}
     classes, amplification = _classes(groups, reads, mergers, scan.writes, width)
     return ResidualStructure(scan.labels, groups, tuple(sorted(protected)), unread, reads, stamps,
-                             len(compiled.config.layers), classes, amplification, tuple(sorted(scan.exact_off)))
+                             len(compiled.config.layers), classes, amplification, tuple(sorted(scan.exact_off)),
+                             tuple(sorted(scan.read_as_number)))
 
 
 def _needs_exact_values(candidates: list[TolerantRead], protected: set[int], dead: set[int]) -> set[int]:

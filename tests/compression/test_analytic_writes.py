@@ -8,7 +8,7 @@ import pytest
 
 from compiler import compile_rasp
 from compression.analytic.packing import (
-    COPY_OVERLAP, PROTECTED_ATOL, PROTECTED_WRITE_ATOL, group_needs, interference_bound, packed_projection, packed_width,
+    COPY_OVERLAP, NUMBER_WRITE_ATOL, PROTECTED_ATOL, PROTECTED_WRITE_ATOL, group_needs, interference_bound, packed_projection, packed_width,
 )
 from compression.analytic.structure import TolerantRead, residual_structure
 from compiler.lab.zoo.weights import dense_tensors, fold_projection, forward, forward_metadata
@@ -179,3 +179,40 @@ def test_float_noise_leaking_through_a_code_into_a_protected_value_is_not_claime
     out = forward(fold_projection(dense_tensors(task.compiled), w), forward_metadata(task.compiled), refs.ids)
     error = np.abs(out - refs.targets)[refs.mask > 0]
     assert 0.01 < error.max() < 0.1
+
+
+def _small_error_into_a_number():
+    """Model-zoo program 7,071 of seed 0: the output ``v12`` is a numerical mean of ``v10`` (a
+    lookup of the numerical ``v9`` and the categorical ``sort_freq``) selected by comparing ``v10``
+    with itself."""
+    from rasp import lib
+
+    v2 = lib.make_hist().named("v2")
+    v3 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("v3")
+    v4 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ).named("v4")
+    v5 = (v3 & v4).named("v5")
+    v6 = rasp.Aggregate(v5, v2, default=None).named("v6")
+    v7 = rasp.numerical(rasp.LinearSequenceMap(v6, v6, 1, 1)).named("v7")
+    v8 = lib.make_sort_freq(6).named("v8")
+    v9 = rasp.numerical(rasp.LinearSequenceMap(v6, v7, -3, 0.5)).named("v9")
+    v10 = rasp.SequenceMap(lambda x, y: x + (y == "a"), v9, v8).named("v10")
+    v11 = rasp.Select(v10, v10, rasp.Comparison.GEQ).named("v11")
+    v12 = rasp.numerical(rasp.Aggregate(v11, v10, default=0)).named("v12")
+    return _optimised_task("zoo-7071", v12, ["a", "b", "c"], 6)
+
+
+def test_a_small_error_in_a_value_read_as_a_number_is_not_claimed_exact():
+    """An excess of 2.6e-3 over the compiled model's envelope is within the margin a value read
+    only as a query or key may spend (``PROTECTED_WRITE_ATOL``), but ``v10`` is also the value of
+    the numerical mean: read as a number, the same excess moves the output, and the packed model
+    (d = 121 of 141) is right on 252 of the 1,092 inputs (numbers within 1e-3). The bound refuses it through ``NUMBER_WRITE_ATOL``."""
+    task = _small_error_into_a_number()
+    structure = residual_structure(task.compiled)
+    assert any(structure.labels[i].startswith("v10:") for i in structure.read_as_number)
+    w = packed_projection(structure, packed_width(structure))
+    bound = interference_bound(structure, w)
+    assert bound.protected_error <= PROTECTED_ATOL and bound.max_load < 1.0
+    assert NUMBER_WRITE_ATOL < bound.number_write_error == pytest.approx(bound.protected_write_error)
+    assert bound.protected_write_error < PROTECTED_WRITE_ATOL and not bound.claims_exact
+    right, total = _right_inputs(task, w)
+    assert total == 1092 and right < 300
