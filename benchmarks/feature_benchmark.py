@@ -12,14 +12,19 @@ last residual site of ``--sae-stage`` (latents = true directions, k = the true L
 the packed width, and the first again at the other ``--ks``. Each trains on a pool of activations
 and is scored on held-out ones with SynthSAEBench's metrics plus spliced-output accuracy and
 causal use, and against the co-firing class dictionary (``mcc_vs_classes``); its loss curve is
-recorded. After every SAE the rows (with curves), the recovery plot
-and the loss plot are rewritten under ``--out``. Without SAELens it says so and stops after the
-stage table.
+recorded. The learning rate warms up over ``--warmup`` steps and decays linearly to 0 over the
+last ``--decay`` share of the steps (SAELens' schedule). After every SAE the rows (with curves),
+the recovery plot and the loss plot are rewritten under ``--out``; ``--cache`` keeps the activation
+shards for later runs, ``--merge`` plots the rows of several runs together, and ``--true-topk``
+measures the true dictionary cut to k latents per activation. Without
+SAELens it says so and stops after the stage table.
 
     python benchmarks/feature_benchmark.py                        # 1k, 4k, 16k; SAEs if installed
     python benchmarks/feature_benchmark.py --stages 1k --sae-steps 300 --widths packed,144
     python benchmarks/feature_benchmark.py --stages "" --sae-stage 4k --archs topk --ks 38  # SAEs only
     python benchmarks/feature_benchmark.py --stages 1k-copy --sae-stage 1k-copy --widths packed --ks 7
+    python benchmarks/feature_benchmark.py --stages "" --sae-stage 1k-copy --true-topk 4,7,14 --cache acts/
+    python benchmarks/feature_benchmark.py --sae-stage 1k-copy --merge a/saes_1k-copy.json,b/saes_1k-copy.json
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 from compiler.io.atomic import atomic_write_text  # noqa: E402
 from compiler.lab.features.dictionary import true_dictionary  # noqa: E402
 from compiler.lab.features.evaluation import output_accuracy, rasp_references  # noqa: E402
-from compiler.lab.features.metrics import (cofiring, data_profile, dictionary_mcc, ground_truth,  # noqa: E402
-                                           perfect_coder, synthetic_scores)
+from compiler.lab.features.metrics import (TopKOf, cofiring, data_profile, dictionary_mcc,  # noqa: E402
+                                           ground_truth, perfect_coder, synthetic_scores)
 from compiler.lab.features.plots import loss_plot, recovery_plot  # noqa: E402
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites  # noqa: E402
 from compiler.lab.features.splice import causal_use, spliced_accuracy  # noqa: E402
@@ -110,8 +115,15 @@ def stage_row(name: str, samples: int, timing_tokens: int, folder: Path) -> tupl
 
 
 def shards(stage: Stage, w: np.ndarray, folder: Path, tokens: int, seed: int) -> ShardReader:
-    """Activations of the last residual site under ``w`` (Zipf tokens), streamed once per folder."""
-    if not (folder / "meta.json").exists():
+    """Activations of the last residual site under ``w`` (Zipf tokens), streamed once per folder
+    (a finished folder with the same width, seed and size is reused)."""
+    meta = folder / "meta.json"
+    if meta.exists():
+        done = json.loads(meta.read_text())
+        if (done["width"], done["seed"], done["tokens"], done["zipf"]) != (w.shape[1], seed, tokens, ZIPF):
+            raise ValueError(f"{folder} holds other activations (width {done['width']}, seed {done['seed']}, "
+                             f"{done['tokens']} tokens, zipf {done['zipf']}); use another --cache")
+    else:
         site = Site("resid", len(stage.compiled.config.layers))
         stream_activations(stage.compiled, site, folder, tokens, w, batch_inputs=4096, zipf=ZIPF, seed=seed,
                            progress=False)
@@ -135,9 +147,10 @@ def convergence(curve: list) -> float:
 
 
 def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folder: Path, tokens: int,
-               eval_tokens: int, lr: float) -> dict:
+               eval_tokens: int, lr: float, warmup: int, decay: int) -> dict:
     """Train one SAELens SAE (latents = true directions) on a training pool of ``tokens`` activations
-    and score it on ``eval_tokens`` held-out activations (other inputs), spliced and causally."""
+    (``warmup`` steps of linear warm-up, the last ``decay`` steps decaying linearly to 0) and score
+    it on ``eval_tokens`` held-out activations (other inputs), spliced and causally."""
     from compiler.lab.features.sae import TorchCoder, train_sae
 
     model = stage.compiled
@@ -149,10 +162,10 @@ def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folde
                                           dictionary.num_features)
     truth = ground_truth(dictionary, occurring, dense_range)
     curve: list = []
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     sae = train_sae(train.folder, d_sae=len(truth.labels), k=k, steps=steps, batch_size=1024, lr=lr, architecture=arch,
-                    history=curve, log_every=max(1, steps // 100))
-    train_s = time.perf_counter() - start
+                    history=curve, log_every=max(1, steps // 100), warmup_steps=warmup, decay_steps=decay)
+    train_s, train_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     coder = TorchCoder(sae)
 
     def batches():
@@ -175,9 +188,42 @@ def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folde
             "perfect_f1": perfect.classification.f1_score, "classes": classes.num_classes,
             "class_l0": classes.class_l0, "class_mcc": dictionary_mcc(class_vectors, truth.vectors),
             "mcc_vs_classes": dictionary_mcc(coder.decoder, class_vectors), "steps": steps, "samples": steps * 1024, "lr": lr,
-            "train_tokens": tokens, "eval_tokens": eval_tokens, "train_s": train_s,
+            "warmup": warmup, "decay": decay, "train_tokens": tokens, "eval_tokens": eval_tokens, "train_s": train_s,
+            "train_cpu_s": train_cpu_s,
             "loss_first": curve[0].loss, "loss_last": curve[-1].loss, "loss_drop_last_fifth": convergence(curve),
-            "curve": [[point.step, point.loss] for point in curve]}
+            "curve": [[point.step, point.loss, point.lr] for point in curve]}
+
+
+def write_results(out: Path, name: str, rows: list[dict]) -> None:
+    """``saes_<name>.json`` and the two plots of ``rows``. The recovery plot's panels hold the rows
+    of the first row's architecture and training length: against d at the first row's k, and
+    against k at the packed width."""
+    atomic_write_text(out / f"saes_{name}.json", json.dumps(rows, indent=1))
+    first = rows[0]
+    main = [r for r in rows if r["arch"] == first["arch"] and r["steps"] == first["steps"]]
+    by_width = [r for r in main if r["k"] == first["k"]]
+    by_l0 = [r for r in main if r["d"] == r.get("packed_d", first["d"])]
+    recovery_plot(out / f"recovery_{name}.png", by_width, by_l0,
+                  f"{first['arch']} SAEs on the {name} compiled model ({first['steps']:,} steps)")
+    loss_plot(out / f"loss_{name}.png", {f"{r['arch']} d={r['d']} k={r['k']} ({r['steps']:,} steps)": r["curve"]
+                                         for r in rows}, f"SAELens training loss, {name} model")
+
+
+def true_topk(stage: Stage, folder: Path, eval_tokens: int, ks: list[int]) -> dict:
+    """The true L0's spread on held-out activations at the packed width, and the explained variance
+    of the true dictionary cut to each k (:class:`TopKOf`): what a TopK SAE of that k reaches if it
+    holds the true dictionary (a reference, not a bound: a learned dictionary can do better)."""
+    model = stage.compiled
+    dictionary = true_dictionary(model, Site("resid", len(model.config.layers)), stage.projection)
+    held_out = shards(stage, stage.projection, folder / "eval", eval_tokens, seed=1)
+    truth = ground_truth(dictionary, *data_profile(held_out.batches(8192, ("code_index", "dense_codes")),
+                                                   dictionary.num_features))
+    l0 = np.concatenate([np.sum(codes != 0, axis=1) for _, codes in coded_batches(held_out, dictionary, truth)])
+    ceilings = {k: synthetic_scores(TopKOf(perfect_coder(truth), k), truth,
+                                    coded_batches(held_out, dictionary, truth)).explained_variance for k in ks}
+    return {"stage": stage.spec.name, "d": stage.d, "eval_tokens": eval_tokens, "true_l0_mean": float(l0.mean()),
+            "true_l0_percentiles": {str(q): float(np.percentile(l0, q)) for q in (10, 50, 90, 100)},
+            "ev_of_true_dictionary_cut_to_k": {str(k): ev for k, ev in ceilings.items()}}
 
 
 def print_table(rows: list[dict], keys: list[str]) -> None:
@@ -198,8 +244,22 @@ def main() -> None:
     parser.add_argument("--archs", default="topk,batchtopk",
                         help="SAELens architectures: the first at every width and k value, the others at the "
                              "packed width")
-    parser.add_argument("--lr", type=float, default=1e-3, help="constant learning rate of the SAEs")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate of the SAEs")
+    parser.add_argument("--warmup", type=int, default=0, help="steps of linear learning-rate warm-up")
+    parser.add_argument("--decay", type=float, default=0.2,
+                        help="share of the steps, at the end, over which the learning rate decays linearly to 0 "
+                             "(0: constant)")
+    parser.add_argument("--cache", default="", help="folder for the activation shards, reused by later runs "
+                                                    "(default: a fresh temporary folder)")
+    parser.add_argument("--true-topk", default="",
+                        help="comma-separated k: print and write (true_topk_<stage>.json) the explained variance "
+                             "of the true dictionary cut to k latents per activation at the packed width, and stop")
+    parser.add_argument("--merge", default="",
+                        help="comma-separated saes_<stage>.json files of earlier runs: write their rows together "
+                             "(the JSON and both plots under --out, named by --sae-stage) and stop")
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--k", type=int, default=0, help="k at every width (default: the true L0 at the last site "
+                                                          "on 500 inputs, rounded)")
     parser.add_argument("--ks", default="", help="k values of the first architecture at the packed width "
                                                   "(default: half, once and twice the true L0)")
     parser.add_argument("--sae-steps", type=int, default=6000, help="optimizer steps of 1,024 activations")
@@ -208,6 +268,12 @@ def main() -> None:
     parser.add_argument("--out", default="features-results", help="folder for stages.json, saes.json, recovery.png")
     args = parser.parse_args()
     out = Path(args.out)
+    if args.merge:
+        merged = [row for path in args.merge.split(",") if path for row in json.loads(Path(path).read_text())]
+        write_results(out, args.sae_stage, merged)
+        print(f"{len(merged)} rows: {out}/saes_{args.sae_stage}.json, recovery_{args.sae_stage}.png, "
+              f"loss_{args.sae_stage}.png")
+        return
     work = Path(tempfile.mkdtemp(prefix="features-"))
     rows, stages = [], {}
     for name in [n for n in args.stages.split(",") if n]:
@@ -233,10 +299,16 @@ def main() -> None:
         return
     base = stages.get(args.sae_stage) or build_stage(STAGES[args.sae_stage])
     structure = base.structure
+    if args.true_topk:
+        found = true_topk(base, (Path(args.cache) if args.cache else work) / f"{args.sae_stage}_d{base.d}",
+                          args.eval_tokens, [int(k) for k in args.true_topk.split(",") if k])
+        print(json.dumps(found), flush=True)
+        atomic_write_text(out / f"true_topk_{args.sae_stage}.json", json.dumps(found, indent=1))
+        return
     true_l0 = l0_per_site(base)[-1]
     widths = [base.d if x == "packed" else int(x) for x in args.widths.split(",") if x]
     ks = [int(x) for x in args.ks.split(",") if x] or [max(1, round(true_l0 * f)) for f in (0.5, 1, 2)]
-    k0 = max(1, round(true_l0))
+    k0 = args.k or max(1, round(true_l0))
     archs = [a for a in args.archs.split(",") if a]
     rows = []
     import torch  # one intra-op thread: on a shared 2-core machine more threads made each step 5x slower
@@ -246,25 +318,22 @@ def main() -> None:
     runs = ([(d, archs[0], k0) for d in widths] + [(base.d, arch, k0) for arch in archs[1:]]
             + [(base.d, archs[0], k) for k in ks if k != k0])
     name = args.sae_stage
+    cache = Path(args.cache) if args.cache else work
+    decay = round(args.decay * args.sae_steps)
     for d, arch, k in runs:
         w = base.projection if d == base.d else packed_projection(structure, d)
-        row = sae_scores(base, w, arch, k, args.sae_steps, work / f"d{d}", args.sae_tokens, args.eval_tokens,
-                         args.lr)
+        row = sae_scores(base, w, arch, k, args.sae_steps, cache / f"{name}_d{d}", args.sae_tokens, args.eval_tokens,
+                         args.lr, args.warmup, decay)
         row["model_accuracy"] = exactness(base, 2000, w)
         row["bound_exact"] = interference_bound(structure, w).claims_exact
+        row["packed_d"] = base.d
         rows.append(row)
         print(json.dumps({key: value for key, value in row.items() if key != "curve"}), flush=True)
         # results so far, after every SAE: a long run stopped early keeps what it finished
-        atomic_write_text(out / f"saes_{name}.json", json.dumps(rows, indent=1))
-        by_width = [r for r in rows if r["k"] == k0 and r["arch"] == archs[0]]
-        by_l0 = [r for r in rows if r["d"] == base.d and r["arch"] == archs[0]]
-        recovery_plot(out / f"recovery_{name}.png", by_width, by_l0,
-                      f"{archs[0]} SAEs on the {name}-feature compiled model")
-        loss_plot(out / f"loss_{name}.png", {f"{r['arch']} d={r['d']} k={r['k']}": r["curve"] for r in rows},
-                  f"SAELens training loss, {name} model")
+        write_results(out, name, rows)
     keys = ["arch", "d", "k", "latents", "true_l0", "sae_l0", "dead", "shrinkage", "ev", "mcc", "uniqueness",
             "precision", "recall", "f1", "spliced", "causal", "perfect_mcc", "perfect_f1", "classes", "class_l0",
-            "class_mcc", "mcc_vs_classes", "steps", "train_s",
+            "class_mcc", "mcc_vs_classes", "steps", "warmup", "decay", "train_s", "train_cpu_s",
             "loss_first", "loss_last", "loss_drop_last_fifth", "model_accuracy", "bound_exact"]
     print(f"\n## SAELens SAEs on the {name} model (last residual site; scored on held-out activations)\n")
     print_table(rows, keys)

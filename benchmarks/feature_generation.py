@@ -2,7 +2,10 @@
 
 Times :func:`compiler.lab.features.stream.stream_activations` (sampling, the compressed and the
 exact forward pass, code extraction; nothing written) on a saved stage model and projection, and
-prints the rate of every repeat and the median. The model and projection are built and saved on
+prints the rate of every repeat and the median: wall-clock over the batches (``rates``), wall-clock
+over the whole call, set-up included (``call_rates``), and CPU seconds of this process over the
+whole call (all its threads, ``cpu_rates``), with the time the medians give for 10^7 activations
+and the load average at the end. The model and projection are built and saved on
 the first run (the 16k build takes many minutes), so later runs, and runs of another checkout of
 this file on the same files, time generation alone:
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -61,11 +65,22 @@ def main() -> None:
     start = time.perf_counter()
     stream_activations(model, site, folder, args.batch, w, batch_inputs=args.batch, progress=False, write=False)
     warmup = time.perf_counter() - start
-    rates = [stream_activations(model, site, folder, args.tokens, w, batch_inputs=args.batch, progress=False,
-                                write=False, seed=7 + r).tokens_per_second for r in range(args.repeats)]
+    rates, call_rates, cpu_rates = [], [], []
+    for r in range(args.repeats):
+        cpu, start = time.process_time(), time.perf_counter()
+        report = stream_activations(model, site, folder, args.tokens, w, batch_inputs=args.batch, progress=False,
+                                    write=False, seed=7 + r)
+        rates.append(report.tokens_per_second)  # batches only
+        call_rates.append(report.tokens / (time.perf_counter() - start))  # the whole call, set-up included
+        cpu_rates.append(report.tokens / (time.process_time() - cpu))  # the whole call, CPU of all threads
+    wall, cpu = float(np.median(rates)), float(np.median(cpu_rates))
     print(json.dumps({"label": args.label, "stage": args.stage, "D": model.config.residual_width,
                       "d": int(w.shape[1]), "batch": args.batch, "tokens": args.tokens, "warmup_s": round(warmup, 1),
-                      "rates": [round(r, 1) for r in rates], "median_per_s": round(float(np.median(rates)), 1)}),
+                      "rates": [round(r, 1) for r in rates], "median_per_s": round(wall, 1),
+                      "call_rates": [round(r, 1) for r in call_rates],
+                      "cpu_rates": [round(r, 1) for r in cpu_rates], "median_per_cpu_s": round(cpu, 1),
+                      "hours_for_1e7": round(1e7 / wall / 3600, 2), "cpu_hours_for_1e7": round(1e7 / cpu / 3600, 2),
+                      "load_average": [round(x, 1) for x in os.getloadavg()]}),
           flush=True)
 
 

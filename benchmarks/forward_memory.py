@@ -1,6 +1,6 @@
 """Peak memory and first-call cost of one compiled forward pass, each setting in a fresh process.
 
-Per example and setting: the process's peak resident memory after `compile_rasp` and after the
+Per example and setting: `compile_rasp`'s seconds, the process's peak resident memory after it and after the
 first forward call (ru_maxrss, MB; the difference is what tracing, XLA compilation and running
 the batch added), XLA's own account of the executable (arguments + outputs + temporaries, MB,
 from `jitted.lower(...).compile().memory_analysis()`), the first call's seconds (trace + XLA
@@ -14,9 +14,15 @@ weights run in each form (`compiler.model.forms`).
     python benchmarks/forward_memory.py --examples sort,reverse --sizes 25,50 --batch 64
     python benchmarks/forward_memory.py --root /path/to/other/checkout   # compare before/after
     python benchmarks/forward_memory.py --examples hist,sort --sizes 32 --vocab 1000   # 1,000 tokens
+    python benchmarks/forward_memory.py --examples sort --sizes 200 --batch 8 --outputs-only --no-floor
 
-`match` is the fraction of the batch's sequences whose decoded output equals `rasp.evaluate`'s
-(the compiled model checked at the measured size).
+`--outputs-only` times and measures `forward(..., outputs_only=True)`: the output alone, without
+the residual snapshot after every sub-layer (what `apply_batch` runs); the default measures the
+full `ModelOutput`.
+
+`match` is the fraction of the `checked` random sequences (the timed batch, or `--match N`
+of them, run in batches of `--batch`) whose decoded output equals `rasp.evaluate`'s (the compiled
+model checked at the measured size).
 """
 
 from __future__ import annotations
@@ -46,48 +52,55 @@ def rss_mb():
 example = EXAMPLES[{name!r}]
 vocab = example.scaled_vocab({vocab})
 program = example.build({size})
+start = time.perf_counter()
 model = compile_rasp(program, vocab, {size})
+compile_s = time.perf_counter() - start
 after_compile = rss_mb()
 rng = np.random.default_rng(1)
 batch = [["BOS"] + [vocab[i] for i in rng.integers(len(vocab), size={size})] for _ in range({batch})]
 ids = jnp.asarray(model.input_encoder.encode_batch(batch))
 start = time.perf_counter()
-jax.block_until_ready(model.forward(model.params, ids).output)
+jax.block_until_ready(model.forward(model.params, ids, outputs_only={outputs_only}).output)
 first = time.perf_counter() - start
 after_forward = rss_mb()
-warm, warm_cpu = median_times(lambda: model.forward(model.params, ids).output)
+warm, warm_cpu = median_times(lambda: model.forward(model.params, ids, outputs_only={outputs_only}).output)
 floor, floor_cpu = floor_times(model, {batch}, {size} + 1) if {floor} else (float('nan'), float('nan'))
-decoded = model.apply_batch(batch)
+checked = batch + [["BOS"] + [vocab[i] for i in rng.integers(len(vocab), size={size})]
+                   for _ in range(max(0, {match} - len(batch)))]
+decoded = [out for start in range(0, len(checked), {batch}) for out in model.apply_batch(checked[start:start + {batch}])]
 match = sum(
     all(same_value(g, w) for g, w in zip(got[1:], rasp.evaluate(program, row[1:])))
-    for got, row in zip(decoded, batch)
-) / len(batch)
+    for got, row in zip(decoded, checked)
+) / len(checked)
 forms = collections.Counter(spec.applied_form for spec in model.config.linears().values())
-analysis = model.forward.lower(model.params, ids).compile().memory_analysis()
+analysis = model.forward.lower(model.params, ids, outputs_only={outputs_only}).compile().memory_analysis()
 xla = analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes
 print(json.dumps(dict(
-    width=model.config.residual_width, rss_compile=after_compile, rss_forward=after_forward,
+    width=model.config.residual_width, compile_s=compile_s, rss_compile=after_compile, rss_forward=after_forward,
     xla_mb=xla / 2**20, temp_mb=analysis.temp_size_in_bytes / 2**20, first_s=first,
     warm_s=warm, floor_s=floor, ratio=warm / floor, cpu_s=warm_cpu, floor_cpu=floor_cpu,
     cpu_ratio=warm_cpu / floor_cpu,
-    match=match, forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
+    match=match, checked=len(checked), forms=" ".join(f"{{k}}:{{v}}" for k, v in sorted(forms.items())))))
 """
 
 COLUMNS = (
-    ("example", "{:<15}"), ("setting", "{:>7}"), ("width", "{:>6}"), ("rss_compile", "{:>11.0f}"),
+    ("example", "{:<15}"), ("setting", "{:>7}"), ("width", "{:>6}"), ("compile_s", "{:>9.2f}"), ("rss_compile", "{:>11.0f}"),
     ("rss_forward", "{:>11.0f}"), ("xla_mb", "{:>8.0f}"), ("temp_mb", "{:>8.0f}"),
     ("first_s", "{:>8.2f}"), ("warm_s", "{:>8.3f}"), ("floor_s", "{:>8.3f}"), ("ratio", "{:>6.2f}"),
     ("cpu_s", "{:>8.3f}"), ("floor_cpu", "{:>9.3f}"), ("cpu_ratio", "{:>9.2f}"),
-    ("match", "{:>5.2f}"),
+    ("match", "{:>5.2f}"), ("checked", "{:>7}"),
     ("forms", "  {}"),
 )
 
 
 def measure(
-    root: Path, name: str, size: int, batch: int, timeout: float, vocab: int | None = None, floor: bool = True
+    root: Path, name: str, size: int, batch: int, timeout: float, vocab: int | None = None, floor: bool = True,
+    outputs_only: bool = False, match: int = 0,
 ) -> dict:
     vocab = size if vocab is None else vocab
-    code = SNIPPET.format(root=str(root), name=name, size=size, batch=batch, vocab=vocab, floor=floor)
+    match = -(-max(match, batch) // batch) * batch  # whole batches: one executable
+    code = SNIPPET.format(root=str(root), name=name, size=size, batch=batch, vocab=vocab, floor=floor,
+                          outputs_only=outputs_only, match=match)
     row = {"example": name, "setting": f"{vocab}/{size}"}
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
@@ -114,12 +127,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: each size)")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (slow at 200/200)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per setting")
+    parser.add_argument("--outputs-only", action="store_true",
+                        help="run forward(..., outputs_only=True): no residual snapshots (docstring)")
+    parser.add_argument("--match", type=int, default=0,
+                        help="random inputs checked against rasp.evaluate (default: the timed batch), in batches")
     args = parser.parse_args(argv)
-    print(f"batch {args.batch}; memory in MB (peak RSS of the process; XLA = args + outputs + temps)")
+    kept = "output only" if args.outputs_only else "output, residuals and attention"
+    print(f"batch {args.batch}, {kept}; memory in MB (peak RSS of the process; XLA = args + outputs + temps)")
     print(" ".join(key.rjust(len(fmt.format(0))) if key != "example" else key.ljust(15) for key, fmt in COLUMNS))
     for size in (int(s) for s in args.sizes.split(",")):
         for name in args.examples.split(","):
-            print(format_row(measure(args.root, name, size, args.batch, args.timeout, args.vocab, not args.no_floor)), flush=True)
+            row = measure(args.root, name, size, args.batch, args.timeout, args.vocab, not args.no_floor,
+                          args.outputs_only, args.match)
+            print(format_row(row), flush=True)
     return 0
 
 

@@ -8,7 +8,9 @@ the same functions) with the same vocabulary and length, then run one full-lengt
 Per program and setting: `ours_s` is our compile plus first forward call (trace, XLA compilation
 and run included), `tracr_s` Tracr's first forward call alone (its compile excluded), `ratio`
 their quotient (below 1: our compile and first call together are faster than Tracr's first
-call); then layers, widest MLP and non-zero weights of both (`nz_ratio`: ours / Tracr's). Tracr's
+call); then layers, widest MLP, total hidden units (`hid`: units with a non-zero weight, summed
+over the MLPs; Tracr pads every MLP to its widest, the padding is not counted) and non-zero
+weights of both (`nz_ratio`: ours / Tracr's). Tracr's
 unembedding is not a parameter (it reads the output s-op's directions), so our non-zeros are
 counted without ours (an identity on those directions).
 
@@ -48,7 +50,14 @@ np.asarray(out.transformer_output)
 first = time.perf_counter() - start
 nonzero = sum(int(np.count_nonzero(np.asarray(v))) for m in model.params.values() for v in m.values())
 cfg = model.model_config
-print(json.dumps(dict(first_s=first, layers=cfg.num_layers, mlp=cfg.mlp_hidden_size, nonzero=nonzero)))
+units = []  # per MLP layer: hidden units with a non-zero weight (Tracr pads every MLP to the widest)
+for key, value in model.params.items():
+    if key.endswith("mlp/linear_1"):
+        w_in = np.asarray(value["w"]) != 0
+        w_out = np.asarray(model.params[key[: -len("linear_1")] + "linear_2"]["w"]) != 0
+        units.append(int((w_in.any(axis=0) | w_out.any(axis=1)).sum()))
+print(json.dumps(dict(first_s=first, layers=cfg.num_layers, mlp=max(units, default=0), hidden=sum(units),
+                      nonzero=nonzero)))
 """
 
 OURS_SNIPPET = r"""
@@ -66,9 +75,15 @@ model = compile_rasp(example.build({n}), vocab, {n})
 compiled = time.perf_counter()
 model.apply(["BOS"] + [vocab[i % len(vocab)] for i in range({n})])
 first = time.perf_counter()
-mlp = max((l.w_in.shape[1] for l in model.config.layers if isinstance(l, MLPSpec)), default=0)
+units = []  # per MLP sub-layer: hidden units with a non-zero weight
+for index, layer in enumerate(model.config.layers):
+    if isinstance(layer, MLPSpec):
+        weights = module_params(model, f"layer_{{index}}")
+        w_in = layer.w_in.full_matrix(weights["w_in"], model.config.residual_width, layer.w_in.shape[1]) != 0
+        w_out = layer.w_out.full_matrix(weights["w_out"], layer.w_out.shape[0], model.config.residual_width) != 0
+        units.append(int((w_in.any(axis=0) | w_out.any(axis=1)).sum()))
 print(json.dumps(dict(compile_s=compiled - start, first_s=first - compiled, total_s=first - start,
-                      layers=model.config.num_layers, mlp=mlp,
+                      layers=model.config.num_layers, mlp=max(units, default=0), hidden=sum(units),
                       nonzero=parameter_counts(model)[1] - int((module_params(model, "unembed")["w_u"] != 0).sum()))))
 """
 
@@ -103,6 +118,7 @@ COLUMNS = (  # (key, header, format)
     ("example", "example", "{:<15}"), ("setting", "setting", "{:>7}"), ("ours_total_s", "ours_s", "{:>7.2f}"),
     ("tracr_first_s", "tracr_s", "{:>7.2f}"), ("ratio", "ratio", "{:>6.2f}"), ("ours_layers", "lay", "{:>4}"),
     ("tracr_layers", "lay_t", "{:>5}"), ("ours_mlp", "mlp", "{:>5}"), ("tracr_mlp", "mlp_t", "{:>6}"),
+    ("ours_hidden", "hid", "{:>6}"), ("tracr_hidden", "hid_t", "{:>6}"),
     ("ours_nonzero", "nz", "{:>8}"), ("tracr_nonzero", "nz_t", "{:>8}"), ("nz_ratio", "nz_rat", "{:>6.2f}"),
 )
 

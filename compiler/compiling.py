@@ -25,7 +25,7 @@ from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.layout import lay_out
 from compiler.passes.lower import LoweringOptions, lower, output_space
-from compiler.passes.optimize import FACTOR_QK, optimize_graph, optimize_program, record, selected_passes
+from compiler.passes.optimize import FACTOR_QK, NARROW_LOOKUPS, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.outputs import Outputs
 from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.readout import trace_values
@@ -220,7 +220,10 @@ def compile_rasp(
     warn_causal_semantics(traced)
     graph = optimize_graph(fused, passes)
     check_size(estimate_weight_bytes(graph, len(tokens), max_seq_len), max_weight_bytes)
-    options = LoweringOptions(max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness))
+    options = LoweringOptions(
+        max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness),
+        narrow_lookups=NARROW_LOOKUPS in passes,
+    )
     lower(graph, options)
     sublayers = place_blocks(graph, allocator)
     encoder = InputEncoder(tokens, compiler_bos, compiler_pad, max_seq_len)

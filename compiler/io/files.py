@@ -13,8 +13,12 @@ the parameters as the model keeps them (non-zeros of sparse matrices). The heade
 * `model_sha256`, `weights_sha256` and `content_sha256`: SHA-256 of the JSON text, of the
   tensors (name, dtype, shape, bytes; sorted by name), and of both together.
 
-`load_model` reads format versions 1 (parameters as stored, names without the module prefix)
-and 2, and refuses, with a `ModelFileError` naming the reason, a file that is truncated,
+A model compiled with `reuse_residual=True` is written as format version 3: the description
+also holds `residual_reuse`, the owners of every residual slot (`compiler.passes.reuse`), which
+versions 1 and 2 cannot express (a reader of those refuses the file by its version instead of
+misreading the slots); every other model is still written as version 2, byte for byte as
+before. `load_model` reads format versions 1 (parameters as stored, names without the module
+prefix), 2 and 3, and refuses, with a `ModelFileError` naming the reason, a file that is truncated,
 corrupted, of an unknown format version, or whose JSON or weights were edited after saving.
 The field-by-field description is in docs/files.md.
 """
@@ -41,11 +45,14 @@ from compiler.errors import ModelFileError
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
 from compiler.model.forms import check_forms, choose_forms
 from compiler.model.transformer import build
+from compiler.passes.reuse import SEPARATOR
 
 FORMAT = "tracr-compile-model"
 FORMAT_VERSION = 2
+# The version of files of models compiled with `reuse_residual=True` (adds `residual_reuse`).
+REUSE_FORMAT_VERSION = 3
 # Versions `load_model` reads; version 1 files store parameters as kept, named without prefix.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 STORAGES = ("dense", "sparse")
 Storage = Literal["dense", "sparse"]
 # A header longer than this is not one we wrote (the JSON of large compiled models is a few MB).
@@ -139,7 +146,9 @@ def _content_hash(model_json: str, weights_sha256: str) -> str:
 def _description(model: CompiledModel, source: str | None, label: str | None) -> dict:
     if label is None:
         label = getattr(model.program, "label", None)
-    return {
+    reuse = getattr(model, "residual_reuse", None)
+    extra = {} if reuse is None else {"residual_reuse": serialize.residual_reuse_to_json(reuse)}
+    return extra | {
         "config": serialize.config_to_json(model.config),
         "input_encoder": serialize.input_encoder_to_json(model.input_encoder),
         "output_encoder": serialize.output_encoder_to_json(model.output_encoder),
@@ -163,9 +172,10 @@ def model_bytes(
     tensors = model_tensors(model, storage)
     model_json = serialize.canonical_json(_description(model, source, label))
     weights_sha256 = _weights_hash(tensors)
+    reuse = getattr(model, "residual_reuse", None) is not None
     metadata = {
         "format": FORMAT,
-        "format_version": str(FORMAT_VERSION),
+        "format_version": str(REUSE_FORMAT_VERSION if reuse else FORMAT_VERSION),
         "storage": storage,
         "model": model_json,
         "model_sha256": hashlib.sha256(model_json.encode("utf-8")).hexdigest(),
@@ -209,15 +219,10 @@ def save_model(
     format cannot store, or if `path` cannot be written (a folder, a device or other special
     file, a path under a file, an empty path, a read-only place), naming the path and the fix;
     the path is checked before the file's contents are built. A model compiled with
-    `reuse_residual=True` is refused: the format stores one s-op direction per residual
-    coordinate, not a slot's several owners.
+    `reuse_residual=True` is written with the owners of each residual slot (format version 3,
+    module docstring).
     """
     check_target(path)
-    if getattr(model, "residual_reuse", None) is not None:
-        raise ModelFileError(
-            f"{path}: this model was compiled with reuse_residual=True; its residual slots have several "
-            "owners, which the model file format cannot record; save a model compiled without it"
-        )
     return atomic_write_bytes(path, model_bytes(model, source, label, storage))
 
 
@@ -264,7 +269,7 @@ def _check_metadata(metadata: Any, path: PathLike) -> dict[str, str]:
         raise _refuse(path, f"not a tracr-compile model file (no format marker {FORMAT!r})")
     version = metadata.get("format_version")
     if version not in [str(v) for v in READABLE_VERSIONS]:
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS[:-1]) + f" and {READABLE_VERSIONS[-1]}"
         raise _refuse(
             path,
             f"format version mismatch: the file has version {version!r}, this tracr-compile reads "
@@ -355,11 +360,21 @@ def read_model_file(path: PathLike) -> ModelFile:
         numerical = description.get("numerical_maps", {})
         error_bound = numerical.get("error_bound")
         map_errors = {label: (kind, float(error)) for label, (kind, error) in numerical.get("errors", {}).items()}
+        version = int(metadata["format_version"])
+        if ("residual_reuse" in description) != (version == REUSE_FORMAT_VERSION):
+            raise ValueError(f"a version {version} file {'lacks' if version == REUSE_FORMAT_VERSION else 'has'} "
+                             "residual_reuse")
+        reuse = serialize.residual_reuse_from_json(description["residual_reuse"]) if version == REUSE_FORMAT_VERSION else None
     except (KeyError, TypeError, ValueError, IndexError) as error:
         raise _refuse(path, f"inconsistent: the model description is malformed ({error!r})") from None
-    if tuple(str(d) for d in residual.basis) != config.residual_labels:
+    if reuse is None:
+        expected = tuple(str(d) for d in residual.basis)
+    else:  # a slot's label joins its owners'; the stored basis holds each slot's first owner
+        expected = tuple(SEPARATOR.join(owner.label for owner in owners) for owners in reuse.owners)
+        if tuple(str(d) for d in residual.basis) != tuple(owners[0].label for owners in reuse.owners):
+            raise _refuse(path, "inconsistent: the residual basis does not match the residual slots' first owners")
+    if expected != config.residual_labels:
         raise _refuse(path, "inconsistent: the residual basis does not match the residual labels")
-    version = int(metadata["format_version"])
     storage = "sparse" if version == 1 else metadata["storage"]
     weights = _weights(config, tensors, version, storage, path)
     if config.backend is None:  # written before forms were recorded: choose them now
@@ -382,6 +397,7 @@ def read_model_file(path: PathLike) -> ModelFile:
         program=None,
         numerical_error_bound=None if error_bound is None else float(error_bound),
         numerical_map_errors=map_errors if error_bound is not None else None,
+        residual_reuse=reuse,
     )
     return ModelFile(
         model=model,

@@ -19,6 +19,7 @@ import numpy as np
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.errors import ModelFileError
 from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear, TiedBlock
+from compiler.passes.reuse import Owner, ResidualReuse
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 
 
@@ -257,3 +258,30 @@ def residual_basis_from_json(data: list) -> VectorSpaceWithBasis:
         else:
             raise ValueError(f"a residual direction has one or two entries, got {entry!r}")
     return VectorSpaceWithBasis(tuple(directions))
+
+
+def residual_reuse_to_json(reuse: ResidualReuse) -> dict:
+    """`width_before`, `peak_alive` and per slot its owners, in order, as
+    `[label, index before reuse, first sub-layer written (-1: embedding), clearing sub-layer or null]`."""
+    return {
+        "width_before": reuse.width_before,
+        "peak_alive": reuse.peak_alive,
+        "owners": [[[o.label, o.old_index, o.start, o.cleared] for o in owners] for owners in reuse.owners],
+    }
+
+
+def residual_reuse_from_json(data: dict) -> ResidualReuse:
+    owners = []
+    for slot in data["owners"]:
+        if not isinstance(slot, list) or not slot:
+            raise ValueError(f"a residual slot needs at least one owner, got {slot!r}")
+        owners.append(tuple(
+            Owner(_typed(label, str), _typed(index, int), _typed(start, int), None if cleared is None else _typed(cleared, int))
+            for label, index, start, cleared in slot
+        ))
+    return ResidualReuse(
+        owners=tuple(owners),
+        width_before=_typed(data["width_before"], int),
+        width_after=len(owners),
+        peak_alive=_typed(data["peak_alive"], int),
+    )

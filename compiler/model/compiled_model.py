@@ -116,14 +116,16 @@ class CompiledModel:
         """This model with dense `[D, ...]` Haiku params and the same outputs (`compiler.model.dense`)."""
         return dense_model(self)
 
-    def run(self, ids: np.ndarray) -> ModelOutput:
+    def run(self, ids: np.ndarray, *, outputs_only: bool = False) -> ModelOutput:
         """Forward pass on a `[batch, T]` id array.
 
         Shorter inputs are padded with PAD to the full `max_seq_len + 1` positions and the
         results cut back to `T` (PAD keys get no attention, so the real positions are
         unchanged): every call with one batch size reuses one compiled executable, instead of
         one trace and XLA compilation per length. An executable made by `warmup` for the shape
-        is used directly.
+        is used directly. With `outputs_only`, the result holds `output` alone (no residual
+        snapshots or attention patterns are kept: the memory of one stream, not one per
+        sub-layer).
         """
         ids = np.asarray(ids, dtype=np.int32)
         length = ids.shape[-1]
@@ -132,8 +134,16 @@ class CompiledModel:
             padded = np.full(ids.shape[:-1] + (full,), self.config.pad_id, dtype=np.int32)
             padded[..., :length] = ids
             ids = padded
-        executable = self._executables.get(ids.shape)
-        result = executable(self.params, ids) if executable is not None else self.forward(self.params, jnp.asarray(ids))
+        outputs_only = bool(outputs_only)
+        executable = self._executables.get((ids.shape, outputs_only))
+        if executable is None and outputs_only:  # a full pass warmed up for this shape serves too
+            executable = self._executables.get((ids.shape, False))
+        if executable is not None:
+            result = executable(self.params, ids)
+        else:
+            result = self.forward(self.params, jnp.asarray(ids), outputs_only=outputs_only)
+        if outputs_only:
+            result = ModelOutput(result.output, (), ())
         if ids.shape[-1] == length:
             return result
         return ModelOutput(
@@ -142,7 +152,9 @@ class CompiledModel:
             tuple(a[..., :length, :length] for a in result.attention),
         )
 
-    def warmup(self, batch_size: int = 1, seq_len: int | None = None, *, fast_compile: bool = False) -> float:
+    def warmup(
+        self, batch_size: int = 1, seq_len: int | None = None, *, fast_compile: bool = False, outputs_only: bool = False
+    ) -> float:
         """Trace and compile the forward pass for `[batch_size, max_seq_len + 1]` ids now; seconds.
 
         JAX compiles once per input shape, on the first call with it. This lowers and compiles
@@ -158,6 +170,8 @@ class CompiledModel:
           fast_compile: ask XLA for its cheapest compilation (`xla_backend_optimization_level`
             0): about half the compile time on CPU, but the compiled forward runs several times
             slower; for a model run a few times.
+          outputs_only: compile the pass that returns the output alone (`run(...,
+            outputs_only=True)`, and `apply_batch`, which uses it).
 
         Returns:
           The seconds taken by lowering and compiling.
@@ -177,7 +191,8 @@ class CompiledModel:
         ids[:, 0] = self.input_encoder.bos_id
         start = time.perf_counter()
         options = {"xla_backend_optimization_level": 0} if fast_compile else None
-        self._executables[ids.shape] = self.forward.lower(self.params, ids).compile(options)
+        lowered = self.forward.lower(self.params, ids, outputs_only=bool(outputs_only))
+        self._executables[(ids.shape, bool(outputs_only))] = lowered.compile(options)
         return time.perf_counter() - start
 
     def apply(self, tokens: Sequence[Hashable]) -> ApplyResult:
@@ -197,11 +212,12 @@ class CompiledModel:
 
         For several programs compiled together, each item is `{output label: decoded sequence}`.
         An empty batch gives `[]`; a string or a flat token list raises `InvalidInputError`.
+        Only the output is computed and kept (`run(..., outputs_only=True)`).
         """
         if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)) and len(batch) == 0:
             return []
         ids = self.input_encoder.encode_batch(batch)
-        output = np.asarray(self.run(ids).output)
+        output = np.asarray(self.run(ids, outputs_only=True).output)
         return [_truncated(self.output_encoder.decode(output[row]), len(tokens)) for row, tokens in enumerate(batch)]
 
 

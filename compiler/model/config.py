@@ -285,6 +285,43 @@ class HeadSpec:
     w_v: SparseLinear
     w_o: SparseLinear
 
+    @functools.cached_property
+    def shared_interval(self) -> tuple[np.ndarray, tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None:
+        """`(coordinates, (lo, hi, entry) of w_q, (lo, hi, entry) of w_k)` when `w_q` and `w_k`
+        both apply in the `interval` form and one order of the residual coordinates either reads
+        makes every column of both one contiguous run; else None. `coordinates` are the residual
+        coordinates in that order, `lo`/`hi` index the prefix sums over them and `entry` each
+        weight's own parameter vector (its length: an appended zero).
+
+        The forward pass then gathers and prefix-sums the input once for both. An order
+        comparison over one s-op (sort's `keys < keys`) always has such an order: its dyadic
+        factors are aligned power-of-two blocks of the sorted values, on the key side the keys of
+        a block and on the query side the queries that use it, and any two aligned blocks are
+        nested or disjoint, so the depth-first order of `SparseLinear.interval` fits both.
+        """
+        q, k = self.w_q, self.w_k
+        if q.applied_form != "interval" or k.applied_form != "interval" or q.out_idx is not None or k.out_idx is not None:
+            return None
+        if q.in_idx is None or k.in_idx is None:
+            return None
+        union = np.union1d(np.asarray(q.in_idx, dtype=np.int64), np.asarray(k.in_idx, dtype=np.int64))
+        rows, cols = [], []
+        for offset, spec in ((0, q), (q.shape[1], k)):
+            spec_rows, spec_cols = spec.pattern
+            rows.append(np.searchsorted(union, np.asarray(spec.in_idx, dtype=np.int64)[spec_rows]))
+            cols.append(spec_cols.astype(np.int64) + offset)
+        both = SparseLinear((len(union), q.shape[1] + k.shape[1]), rows=tuple(np.concatenate(rows).tolist()),
+                            cols=tuple(np.concatenate(cols).tolist()))
+        found = both.interval
+        if found is None:
+            return None
+        perm, lo, hi, entry = found
+        nnz_q, nnz_k = len(q.rows), len(k.rows)
+        split = q.shape[1]
+        entry_q = np.minimum(entry[:split], nnz_q).astype(np.int32)  # an empty column: the appended zero
+        entry_k = np.where(entry[split:] >= nnz_q + nnz_k, nnz_k, entry[split:] - nnz_q).astype(np.int32)
+        return union[perm].astype(np.int32), (lo[:split], hi[:split], entry_q), (lo[split:], hi[split:], entry_k)
+
 
 @dataclasses.dataclass(frozen=True)
 class AttentionSpec:

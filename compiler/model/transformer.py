@@ -143,6 +143,17 @@ def _apply_interval(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.A
     return (jnp.take(sums, jnp.asarray(hi), axis=-1) - jnp.take(sums, jnp.asarray(lo), axis=-1)) * values
 
 
+def _shared_interval(shared: tuple, param_q: jax.Array, param_k: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`(x @ W_Q, x @ W_K)` from one prefix sum (`HeadSpec.shared_interval`)."""
+    coords, *sides = shared
+    sums = _prefix_sums(jnp.take(x, jnp.asarray(coords), axis=-1))
+    out = []
+    for (lo, hi, entry), param in zip(sides, (param_q, param_k)):
+        values = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])[jnp.asarray(entry)]
+        out.append((jnp.take(sums, jnp.asarray(hi), axis=-1) - jnp.take(sums, jnp.asarray(lo), axis=-1)) * values)
+    return out[0], out[1]
+
+
 def _apply_ell(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:
     ell_rows, entries = spec.ell
     padded = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])
@@ -205,6 +216,11 @@ class ModelOutput(NamedTuple):
     (`[batch, T, units]`; units whose output row is zero are left out), also only when a
     projection is given: a thresholded lookup reads right when each of them keeps its compiled
     sign, which compression's exactness objective asks for with a margin.
+
+    A forward pass called with `outputs_only=True` returns `output` alone (the four tuples
+    empty): XLA then never keeps a `[batch, T, D]` snapshot per sub-layer, only the stream it is
+    updating, which is what lets wide models (sort at 200/200: 2.1 GB per snapshot at batch 64)
+    run at all.
     """
 
     output: jax.Array
@@ -248,7 +264,7 @@ class CompiledTransformer(hk.Module):
     def _get(self, module: str, name: str) -> jax.Array:
         return self._groups[module](name)
 
-    def __call__(self, ids: jax.Array, projection: jax.Array | None = None) -> ModelOutput:
+    def __call__(self, ids: jax.Array, projection: jax.Array | None = None, outputs_only: bool = False) -> ModelOutput:
         config = self.config
         width = config.residual_width
         # Created here (not lazily inside a helper method) so Haiku names them plainly.
@@ -265,7 +281,8 @@ class CompiledTransformer(hk.Module):
         tokens = embedding_table(config.token_embed, self._get("embed", "token"), config.vocab_size, width)
         positions = embedding_table(config.pos_embed, self._get("embed", "position"), config.max_seq_len + 1, width)
         stream = write(jnp.take(tokens, ids, axis=0) + positions[:length])
-        residuals = [read(stream)]
+        keep = not outputs_only
+        residuals = [read(stream)] if keep else []
         attention = []
         written = []
         hidden_pre = []
@@ -288,19 +305,22 @@ class CompiledTransformer(hk.Module):
                 # no `[batch, T, D]` delta of zeros per sub-layer, which dominated wide models.
                 base = jnp.zeros_like(x) if projection is not None else stream
                 if isinstance(layer, AttentionSpec):
-                    delta, pattern = self._attention(module, layer, x, mask, width, get, base)
-                    attention.append(pattern)
+                    delta, pattern = self._attention(module, layer, x, mask, width, get, base, keep)
+                    if keep:
+                        attention.append(pattern)
                 else:
                     hidden = apply_linear(layer.w_in, get(module, "w_in"), x)
-                    if projection is not None and layer.activation == "relu":
+                    if keep and projection is not None and layer.activation == "relu":
                         hidden_pre.append(jnp.take(hidden, self._output_rows(module, layer.w_out), axis=-1))
                     delta = add_linear(base, layer.w_out, get(module, "w_out"), activate(layer.activation, hidden))
                 if projection is not None:
-                    written.append(delta)
+                    if keep:
+                        written.append(delta)
                     stream = stream + write(delta)
                 else:
                     stream = delta
-                residuals.append(read(stream))
+                if keep:
+                    residuals.append(read(stream))
             return stream, residuals, attention, written, hidden_pre
 
         count = len(config.layers)
@@ -351,14 +371,20 @@ class CompiledTransformer(hk.Module):
         width: int,
         get: Callable[[str, str], jax.Array],
         base: jax.Array | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
+        keep: bool = True,
+    ) -> tuple[jax.Array, jax.Array | None]:
         """`(base + what the heads write, the patterns)`: the heads' sum in `width` output
-        coordinates, added into `base` (zeros when None) without a separate zero array."""
+        coordinates, added into `base` (zeros when None) without a separate zero array; the
+        patterns are None when not `keep`."""
         delta = jnp.zeros(x.shape[:-1] + (width,), x.dtype) if base is None else base
         patterns = []
         for h, head in enumerate(layer.heads):
-            q = apply_linear(head.w_q, get(module, f"head_{h}_q"), x)
-            k = apply_linear(head.w_k, get(module, f"head_{h}_k"), x)
+            shared = head.shared_interval
+            if shared is not None:  # one permutation and one prefix sum for both
+                q, k = _shared_interval(shared, get(module, f"head_{h}_q"), get(module, f"head_{h}_k"), x)
+            else:
+                q = apply_linear(head.w_q, get(module, f"head_{h}_q"), x)
+                k = apply_linear(head.w_k, get(module, f"head_{h}_k"), x)
             v = apply_linear(head.w_v, get(module, f"head_{h}_v"), x)
             logits = jnp.einsum("...tr,...sr->...ts", q, k, precision=PRECISION)
             logits = jnp.where(mask, logits, MASKED_LOGIT)
@@ -366,6 +392,8 @@ class CompiledTransformer(hk.Module):
             mixed = jnp.einsum("...ts,...sr->...tr", pattern, v, precision=PRECISION)
             delta = add_linear(delta, head.w_o, get(module, f"head_{h}_o"), mixed)
             patterns.append(pattern)
+        if not keep:
+            return delta, None
         if not patterns:
             batch_shape = x.shape[:-2]
             length = x.shape[-2]
@@ -378,15 +406,15 @@ def build(
 ) -> tuple[dict[str, dict[str, jax.Array]], Callable[..., ModelOutput], hk.Transformed]:
     """Return `(params, forward, transformed)`.
 
-    `params` are the Haiku params, `forward(params, ids, projection=None)` the jitted forward
-    pass, and `transformed` the `hk.Transformed` pair behind it (for callers that re-trace the
+    `params` are the Haiku params, `forward(params, ids, projection=None, outputs_only=False)`
+    the jitted forward pass (`outputs_only` static: `ModelOutput`), and `transformed` the `hk.Transformed` pair behind it (for callers that re-trace the
     model, e.g. with other params). The params are laid out exactly as `hk.transform(...).init` would create them (module
     `compiled_transformer/<part>`, one entry per weight) but built directly from the compiled
     weights, which avoids tracing the model eagerly at compile time.
     """
 
-    def run(ids: jax.Array, projection: jax.Array | None = None) -> ModelOutput:
-        return CompiledTransformer(config, weights)(ids, projection)
+    def run(ids: jax.Array, projection: jax.Array | None = None, outputs_only: bool = False) -> ModelOutput:
+        return CompiledTransformer(config, weights)(ids, projection, outputs_only)
 
     transformed = hk.without_apply_rng(hk.transform(run))
     params = {
@@ -394,7 +422,7 @@ def build(
         for module, values in weights.items()
         if values
     }
-    forward = jax.jit(transformed.apply)
+    forward = jax.jit(transformed.apply, static_argnames=("outputs_only",))
     return params, forward, transformed
 
 

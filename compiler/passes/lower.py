@@ -18,7 +18,7 @@ from compiler.errors import CompilerError
 from compiler.passes import graph as g
 from compiler.passes import nodes, selectors, sums
 from compiler.passes.numerical_maps import Diagonal, fit_none_flag, fit_numerical_map
-from compiler.passes.optimize import fold_maps
+from compiler.passes.optimize import fold_maps, record
 from craft.bases import ONE, BasisDirection, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead
 from craft.chamber import categorical_attn, categorical_mlp, counted_sum, definedness, numerical_mlp, selector_width
@@ -36,6 +36,9 @@ class LoweringOptions:
     bos: BasisDirection
     mlp_exactness: float = 100.0
     coldness: float = 100.0
+    # The `narrow_lookups` pass: categorical Maps get their units per output value where that
+    # has fewer non-zeros (`craft.chamber.categorical_mlp`, module docstring).
+    narrow_lookups: bool = False
 
     @property
     def one_space(self) -> VectorSpaceWithBasis:
@@ -62,13 +65,16 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
         hidden = VectorSpaceWithBasis((BasisDirection(g.hidden_name(label), "never"),))
         return MLP(LinearMap.zero(in_space, hidden), LinearMap.zero(hidden, out_space))
     if not numerical_in:
-        if numerical_out:
-            return categorical_mlp.map_categorical_to_numerical_mlp(
-                in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space
-            )
-        return categorical_mlp.map_categorical_mlp(
-            in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space
-        )
+        build = categorical_mlp.map_categorical_to_numerical_mlp if numerical_out else categorical_mlp.map_categorical_mlp
+        narrow = {}
+        if options.narrow_lookups:  # complement units only where the input is never None
+            never_none = not graph.nodes[inner].get(nodes.NULLABLE, True)
+            narrow = {"narrow": True, "bos_space": options.bos_space if never_none else None}
+        mlp = build(in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space, **narrow)
+        if narrow and mlp.hidden_space.num_dims < in_space.num_dims:
+            record(graph, [f"narrow_lookups: Map {label} (of {inner}) with {mlp.hidden_space.num_dims} "
+                           f"hidden units instead of {in_space.num_dims}"])
+        return mlp
     if numerical_out:
         fit = graph.graph.get(nodes.NUMERICAL_FITS, {}).get(label)
         if fit is None or options.bos not in fit.mlp.input_space or options.mlp_exactness != 100:

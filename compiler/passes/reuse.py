@@ -13,9 +13,9 @@ Coordinates that nothing writes are always zero and are dropped with the rows th
 
 The pass is opt-in (`compile_rasp(..., reuse_residual=True)`): a slot then has several owners,
 so tools that map one residual coordinate to one s-op direction (circuit and feature ground
-truth, compression structure, file round trips of the residual basis) see only the first owner
-(`CompiledModel.residual_space`) and the labels join all of them (`"keys:3 | target_pos:1"`).
-`ResidualReuse.owners` says which direction owns a slot at which sub-layer.
+truth, compression structure) see only the first owner (`CompiledModel.residual_space`) and the
+labels join all of them (`"keys:3 | target_pos:1"`). `ResidualReuse.owners` says which direction
+owns a slot at which sub-layer; model files store it (`compiler.io.files`, format version 3).
 """
 
 from __future__ import annotations

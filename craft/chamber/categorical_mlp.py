@@ -13,6 +13,22 @@ exact 0 otherwise, with a margin of 1 against noise in either input. Its pre-act
 negative whenever either input is empty, including at BOS (both inputs zero, `one` = 1), so it
 satisfies the BOS-zero invariant without a BOS term.
 
+Narrow lookups (`narrow=True`, the compiler's `narrow_lookups` pass): the units of a Map are
+chosen per output value `v`, with `S` the inputs sent to `v` (`k` of the `m` input values), as the
+form with the fewest non-zero weights of
+
+* one unit per input of `S`, as above (`3k` non-zeros);
+* one unit for `S`, `relu(2 sum_S x - one)` (`k + 2`): it reads `k` input coordinates, so in a
+  compressed stream it sums `k` interference terms where a per-input unit has one;
+* one unit for the complement, `relu(one - 2 sum_{not S} x - 2 bos)` (`m - k + 3`), only when
+  the caller promises that the input is a one-hot at every position but BOS (`bos_space` given:
+  an s-op that is never None). It is 1 where the input holds a value of `S` and an exact 0 at BOS
+  and wherever the input holds another value, with the same margin of 1; at padding positions
+  (input empty, BOS not marked) it fires, which nothing reads (padding keys are masked).
+
+Inputs whose result writes nothing get no unit. `tokens == "c"` over 25 tokens then needs two
+units (`c`, and the complement of `c`) and 7 non-zeros instead of 25 units and 75.
+
 Blocks larger than `craft.maps.SPARSE_ABOVE` entries are built as scipy.sparse matrices (a
 lookup table has one entry per row): same weights, stored by their non-zeros.
 
@@ -22,6 +38,7 @@ Deviation from docs/architecture.md: the single-input builders take an optional 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
@@ -106,21 +123,102 @@ def _lookup_hidden(
     return LinearMap(reads, hidden, matrix)
 
 
+@dataclasses.dataclass(frozen=True)
+class OutputUnit:
+    """The value of a narrow lookup's hidden unit (module docstring): it fires for every input
+    sent to `value`, reading those inputs, or with `complement` the inputs *not* sent to it.
+    Printed `->value` or `->value (complement)`."""
+
+    value: Hashable
+    complement: bool = False
+
+    def __repr__(self) -> str:
+        return f"->{self.value!r}" + (" (complement)" if self.complement else "")
+
+
+def _narrow_lookup(
+    input_space: VectorSpaceWithBasis,
+    output_space: VectorSpaceWithBasis,
+    hidden_name: str,
+    one_space: VectorSpaceWithBasis,
+    bos_space: VectorSpaceWithBasis | None,
+    outputs: Sequence[tuple[Hashable, int, float] | None],
+) -> MLP:
+    """The narrow lookup (module docstring). `outputs[i]` is what input `i` writes: `(key, column,
+    weight)`, inputs with one key writing the same, or None (nothing)."""
+    if one_space.num_dims != 1 or (bos_space is not None and bos_space.num_dims != 1):
+        raise ValueError("one_space and bos_space must have exactly one direction")
+    m = input_space.num_dims
+    groups: dict[Hashable, list[int]] = {}
+    for i, out in enumerate(outputs):
+        if out is not None:
+            groups.setdefault(out[0], []).append(i)
+    one, bos = m, m + 1
+    units: list[tuple[Hashable, list[tuple[int, float]], int, float]] = []  # value, reads, column, weight
+    for key, members in groups.items():
+        _, column, weight = outputs[members[0]]
+        k = len(members)
+        costs = {"input": 3 * k, "group": k + 2}
+        if bos_space is not None:
+            costs["complement"] = m - k + 3
+        form = min(costs, key=lambda name: (costs[name], list(costs).index(name)))
+        if form == "input":
+            for i in members:
+                units.append((input_space.basis[i].value, [(i, 2.0), (one, -1.0)], column, weight))
+        elif form == "group":
+            units.append((OutputUnit(key), [(i, 2.0) for i in members] + [(one, -1.0)], column, weight))
+        else:
+            others = sorted(set(range(m)) - set(members))
+            reads = [(i, -2.0) for i in others] + [(one, 1.0), (bos, -2.0)]
+            units.append((OutputUnit(key, complement=True), reads, column, weight))
+    extra = one_space.basis + (bos_space.basis if bos_space is not None else ())
+    reads_space = VectorSpaceWithBasis(input_space.basis + extra)
+    hidden = VectorSpaceWithBasis(tuple(BasisDirection(hidden_name, unit[0]) for unit in units))
+    shape = (reads_space.num_dims, len(units))
+    rows = np.array([row for unit in units for row, _ in unit[1]], dtype=np.int64)
+    cols = np.array([j for j, unit in enumerate(units) for _ in unit[1]], dtype=np.int64)
+    data = np.array([w for unit in units for _, w in unit[1]])
+    out_rows = np.arange(len(units))
+    out_cols = np.array([unit[2] for unit in units], dtype=np.int64)
+    out_data = np.array([unit[3] for unit in units], dtype=float)
+    out_shape = (len(units), output_space.num_dims)
+    if builds_sparse(*shape) or builds_sparse(*out_shape):
+        first = sparse.csr_array((data, (rows, cols)), shape=shape)
+        second = sparse.csr_array((out_data, (out_rows, out_cols)), shape=out_shape)
+    else:
+        first, second = np.zeros(shape), np.zeros(out_shape)
+        first[rows, cols] = data
+        second[out_rows, out_cols] = out_data
+    return MLP(LinearMap(reads_space, hidden, first), LinearMap(hidden, output_space, second))
+
+
 def map_categorical_mlp(
     input_space: VectorSpaceWithBasis,
     output_space: VectorSpaceWithBasis,
     operation: Callable[[Hashable], Hashable | None],
     hidden_name: str | None = None,
     one_space: VectorSpaceWithBasis | None = None,
+    *,
+    narrow: bool = False,
+    bos_space: VectorSpaceWithBasis | None = None,
 ) -> MLP:
     """Lookup-table MLP: input one-hot of x -> output one-hot of operation(x).
 
     `operation(x)` returning None, or a value that is not in `output_space`, writes nothing.
-    Pass `one_space` to threshold the input (clean outputs from noisy one-hots).
+    Pass `one_space` to threshold the input (clean outputs from noisy one-hots). With `narrow`
+    (needs `one_space`), the units are chosen per output value by their non-zeros; `bos_space`
+    then also allows complement units and promises that the input is never None (module
+    docstring).
     """
-    first = _lookup_hidden(input_space, hidden_name or _hidden_default(output_space), one_space)
+    hidden_name = hidden_name or _hidden_default(output_space)
     results = [operation(d.value) for d in input_space.basis]
     cols = _output_indices(output_space, results)
+    if narrow:
+        if one_space is None:
+            raise ValueError("a narrow lookup needs one_space (its units are thresholded)")
+        outputs = [(output_space.basis[c].value, int(c), 1.0) if c >= 0 else None for c in cols]
+        return _narrow_lookup(input_space, output_space, hidden_name, one_space, bos_space, outputs)
+    first = _lookup_hidden(input_space, hidden_name, one_space)
     second = _one_per_row(cols, (input_space.num_dims, output_space.num_dims))
     return MLP(first, LinearMap(first.output_space, output_space, second))
 
@@ -131,17 +229,27 @@ def map_categorical_to_numerical_mlp(
     operation: Callable[[Hashable], float | None],
     hidden_name: str | None = None,
     one_space: VectorSpaceWithBasis | None = None,
+    *,
+    narrow: bool = False,
+    bos_space: VectorSpaceWithBasis | None = None,
 ) -> MLP:
     """Input one-hot of x -> operation(x) on the single numerical output direction (None -> 0).
 
-    Pass `one_space` to threshold the input (clean outputs from noisy one-hots).
+    Pass `one_space` to threshold the input (clean outputs from noisy one-hots); `narrow` and
+    `bos_space` as in `map_categorical_mlp` (one unit per distinct non-zero result).
     """
     if output_space.num_dims != 1:
         raise ValueError("numerical output space must have exactly one direction")
-    first = _lookup_hidden(input_space, hidden_name or _hidden_default(output_space), one_space)
+    hidden_name = hidden_name or _hidden_default(output_space)
     results = [operation(d.value) for d in input_space.basis]
-    second = _numerical_outputs(results, "map_categorical_to_numerical_mlp")[:, None]
-    return MLP(first, LinearMap(first.output_space, output_space, second))
+    values = _numerical_outputs(results, "map_categorical_to_numerical_mlp")
+    if narrow:
+        if one_space is None:
+            raise ValueError("a narrow lookup needs one_space (its units are thresholded)")
+        outputs = [(float(v), 0, float(v)) if v != 0 else None for v in values]
+        return _narrow_lookup(input_space, output_space, hidden_name, one_space, bos_space, outputs)
+    first = _lookup_hidden(input_space, hidden_name, one_space)
+    return MLP(first, LinearMap(first.output_space, output_space, values[:, None]))
 
 
 def _pairwise(operation: Callable[[Any, Any], Any], xs: list, ys: list) -> list:

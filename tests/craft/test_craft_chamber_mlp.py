@@ -6,6 +6,7 @@ import pytest
 
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.chamber.categorical_mlp import (
+    OutputUnit,
     map_categorical_mlp,
     map_categorical_to_numerical_mlp,
     sequence_map_categorical_mlp,
@@ -51,6 +52,50 @@ def test_map_categorical_to_numerical_negative_outputs():
     order = [d.value for d in in_space.basis]
     out = mlp.apply(stream(in_space, _cat_rows("s", order))).magnitudes[:, 0]
     np.testing.assert_allclose(out, [0.0] + [table[v] or 0.0 for v in order], atol=TOL)
+
+
+@pytest.mark.parametrize("never_none", [False, True], ids=["may-be-none", "never-none"])
+def test_narrow_lookup_computes_the_same_table_with_fewer_units(never_none):
+    # Every output value takes the cheapest of: one unit per input, one unit for its inputs, or
+    # (input never None) one unit for the complement. Exact on clean and on noisy one-hots.
+    values = [f"t{i}" for i in range(12)]
+    in_space = VectorSpaceWithBasis.from_values("a", values)
+    out_space = VectorSpaceWithBasis.from_values("b", [0, 1, 2, 3])
+
+    def op(x):  # t0 -> 0; t1..t3 -> 1; t4..t10 -> 2 (7 inputs); t11 -> nothing
+        i = int(x[1:])
+        return None if i == 11 else 0 if i == 0 else 1 if i <= 3 else 2
+
+    bos = BOS_SPACE if never_none else None
+    wide = map_categorical_mlp(in_space, out_space, op, one_space=ONE_SPACE)
+    narrow = map_categorical_mlp(in_space, out_space, op, one_space=ONE_SPACE, narrow=True, bos_space=bos)
+    units = {d.value for d in narrow.hidden_space.basis}
+    # t0 alone: its own unit; t1..t3: one grouped unit (5 non-zeros instead of 9); t4..t10: the
+    # complement (12 - 7 + 3 = 8 non-zeros) when allowed, else a grouped unit (9).
+    complement = OutputUnit(2, complement=True)
+    assert units == {"t0", OutputUnit(1), complement if never_none else OutputUnit(2)}
+    rows = _cat_rows("a", values) + ([] if never_none else [{}])  # an empty input: None
+    noisy = [{d: v + 1e-3 * (k % 3 - 1) for d, v in row.items()} for k, row in enumerate(rows)]
+    for inputs in (rows, noisy):
+        expected = decode_categorical(wide.apply(stream(in_space, inputs)), "b", tol=1e-2)
+        got = decode_categorical(narrow.apply(stream(in_space, inputs)), "b", tol=1e-2)
+        assert got == expected == [None, 0, 1, 1, 1, *[2] * 7, None] + ([] if never_none else [None])
+    def non_zeros(mlp):
+        return np.count_nonzero(mlp.first.matrix) + np.count_nonzero(mlp.second.matrix)
+
+    assert non_zeros(wide) == 12 * 2 + 11  # 12 units (t11's writes nothing)
+    assert non_zeros(narrow) == 3 + 5 + (8 if never_none else 9)
+
+
+def test_narrow_numerical_lookup_has_one_unit_per_result():
+    values = list(range(9))
+    in_space = VectorSpaceWithBasis.from_values("s", values)
+    table = {0: 0.0, 1: 2.5, 2: 2.5, 3: 2.5, 4: -1.0, 5: 0.0, 6: 0.0, 7: 0.0, 8: 0.0}
+    mlp = map_categorical_to_numerical_mlp(in_space, Y_SPACE, table.get, one_space=ONE_SPACE, narrow=True,
+                                           bos_space=BOS_SPACE)
+    assert {d.value for d in mlp.hidden_space.basis} == {OutputUnit(2.5), 4}
+    out = mlp.apply(stream(in_space, _cat_rows("s", values))).magnitudes[:, 0]
+    np.testing.assert_allclose(out, [0.0] + [table[v] for v in values], atol=TOL)
 
 
 FUNCS = {

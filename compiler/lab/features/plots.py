@@ -15,8 +15,9 @@ from compiler.io.atomic import atomic_write  # noqa: E402
 
 
 def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Sequence[dict], title: str) -> pathlib.Path:
-    """Two panels: metrics against d (``by_width`` rows with ``d``, ``mcc``, ``f1``, ``spliced``) and
-    against the SAE's L0 (``by_l0`` rows with ``k`` and the same metrics). Written atomically."""
+    """Two panels: metrics against d (``by_width`` rows with ``d``, ``mcc``, ``f1``, ``spliced``, and
+    the compressed model's own accuracy ``model_accuracy`` where present) and against the SAE's L0
+    (``by_l0`` rows with ``k`` and the same SAE metrics). Written atomically."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, rows, key, label in ((axes[0], by_width, "d", "compressed width d (less d: more superposition)"),
                                  (axes[1], by_l0, "k", "SAE L0 (k of a TopK SAE)")):
@@ -25,11 +26,13 @@ def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Seq
         for metric, style in (("mcc", "o-"), ("f1", "s--"), ("spliced", "^:"), ("causal", "d-.")):
             if rows and metric in rows[0]:
                 ax.plot(xs, [r[metric] for r in rows], style, label=metric)
+        if key == "d" and rows and "model_accuracy" in rows[0]:
+            ax.plot(xs, [r["model_accuracy"] for r in rows], "x-", color="grey", label="model itself (no SAE)")
         ax.set_xlabel(label)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("score")
-    axes[0].legend(loc="lower right")
+    axes[0].legend(loc="center left", bbox_to_anchor=(0.0, 0.68), fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     out = atomic_write(path, lambda temporary: fig.savefig(temporary, dpi=110))

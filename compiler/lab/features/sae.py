@@ -30,11 +30,15 @@ ARCHITECTURES = ("topk", "batchtopk")
 
 @dataclasses.dataclass(frozen=True)
 class LossPoint:
-    """The training loss at one optimizer step: the total and SAELens' named parts (e.g. ``mse_loss``)."""
+    """The training loss at one optimizer step: the total, SAELens' named parts (e.g. ``mse_loss``),
+    and the learning rate that step used."""
 
     step: int
     loss: float
     parts: dict[str, float]
+    lr: float
+
+
 INSTALL = ("SAELens is not installed in this environment. It needs transformer-lens<4, which conflicts with "
            "the 'export' extra: make a separate venv and `pip install -e '.[sae]'` there (see docs/features.md)")
 
@@ -74,7 +78,7 @@ def _batches_of(reader: ShardReader, names: list[str], batch_size: int) -> Itera
 
 def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_size: int = 1024, lr: float = 3e-4,
               architecture: str = "topk", device: str = "cpu", seed: int = 0, history: list[LossPoint] | None = None,
-              log_every: int = 50) -> Any:
+              log_every: int = 50, warmup_steps: int = 0, decay_steps: int = 0) -> Any:
     """Train an SAELens SAE on the activations in ``folder`` (written by ``stream_activations``).
 
     Args:
@@ -82,20 +86,23 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
         d_sae: number of latents.
         k: active latents per activation (TopK) or on average over a batch (BatchTopK).
         steps: optimizer steps; ``steps * batch_size`` activations are read (shards cycle).
-        batch_size, lr: SAELens' ``train_batch_size_samples`` and constant learning rate.
+        batch_size, lr: SAELens' ``train_batch_size_samples`` and learning rate.
         architecture: ``"topk"`` (k per activation) or ``"batchtopk"`` (k on average over a batch:
             a top-k over the whole batch, slow on CPU).
         device: torch device.
         seed: torch seed (SAE initialisation) and shard order.
         history: if given, a :class:`LossPoint` is appended every ``log_every`` steps and at the last.
         log_every: steps between recorded losses.
+        warmup_steps: steps of SAELens' linear warm-up from ``lr / warmup_steps`` to ``lr``.
+        decay_steps: final steps of SAELens' linear decay from ``lr`` to 0 (0: ``lr`` stays
+            constant to the end). The rate is constant in between.
 
     Returns:
         The trained SAELens ``TrainingSAE`` (in eval mode).
 
     Raises:
         ImportError: SAELens is not installed (the message says how).
-        ValueError: unknown architecture or non-positive sizes.
+        ValueError: unknown architecture, non-positive sizes, or a schedule longer than ``steps``.
     """
     if architecture not in ARCHITECTURES:
         raise ValueError(f"architecture {architecture!r}: use one of {ARCHITECTURES}")
@@ -103,6 +110,9 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
                         ("log_every", log_every)):
         if int(value) < 1:
             raise ValueError(f"train_sae: {name} must be positive, got {value}")
+    if warmup_steps < 0 or decay_steps < 0 or warmup_steps + decay_steps > steps:
+        raise ValueError(f"train_sae: warmup_steps ({warmup_steps}) and decay_steps ({decay_steps}) must be >= 0 "
+                         f"and fit in steps ({steps})")
     reader = ShardReader(pathlib.Path(folder))
     sae_lens, torch = _import()
     from sae_lens.config import LoggingConfig, SAETrainerConfig
@@ -117,6 +127,7 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
         sae = sae_lens.TopKTrainingSAE(sae_lens.TopKTrainingSAEConfig(d_in=width, d_sae=d_sae, k=k, device=device))
     config = SAETrainerConfig(
         total_training_samples=steps * batch_size, train_batch_size_samples=batch_size, lr=lr, lr_end=lr,
+        lr_scheduler_name="constant", lr_warm_up_steps=warmup_steps, lr_decay_steps=decay_steps,
         device=device, n_checkpoints=0, checkpoint_path=None, save_final_checkpoint=False,
         logger=LoggingConfig(log_to_wandb=False, eval_every_n_wandb_logs=2**31 - 1),
         dead_feature_window=1000, feature_sampling_window=2000, n_batches_for_norm_estimate=10)
@@ -134,12 +145,13 @@ def _recording_trainer(base: type, history: list[LossPoint] | None, every: int, 
 
     class Recording(base):  # type: ignore[misc, valid-type]
         def step(self, batch):
+            lr = float(self.optimizer.param_groups[0]["lr"])
             output = super().step(batch)
             done = self.n_training_steps + 1
             if done % every == 0 or done == steps:
                 history.append(LossPoint(done, float(output.loss.item()),
                                          {name: float(value.item()) if hasattr(value, "item") else float(value)
-                                          for name, value in output.losses.items()}))
+                                          for name, value in output.losses.items()}, lr))
             return output
 
     return Recording

@@ -24,6 +24,11 @@ Passes:
 - `prune_values`: value sets recomputed on the optimised graph, so directions an s-op can never
   take (off the diagonal of a SequenceMap that now reads one s-op twice, values only pruned table
   rows produce) are dropped, see `compiler.passes.optimize.prune_values`;
+- `narrow_lookups`: at lowering, a categorical Map's lookup MLP gets one hidden unit per output
+  value (reading the inputs sent to it, or the complement of them when the input is never None)
+  instead of one per input value, wherever that has fewer non-zero weights
+  (`craft.chamber.categorical_mlp`); such a unit sums several reads, which a compressed stream
+  makes noisier, so compile without it for compression with a guarantee at the smallest width;
 - `factor_qk`: at assembly, `W_QK` is factored per connected component, order comparisons as a
   dyadic cover with `O(m log m)` instead of `O(m^2)` non-zeros (`compiler.passes.qk_factor`); without
   it a head's `W_QK` is factored as `I, W_QKᵀ` or `W_QK, I`.
@@ -33,11 +38,13 @@ model summary).
 
 Modules: `pipeline` (the pass list and the drivers re-exported here), then one module per pass
 in pipeline order (`merge_common`, `fold_maps`, `fold_outputs`, `fuse_inputs`, `prune_tables`,
-`prune_values`; `factor_qk` lives in `compiler.passes.qk_factor`), and `describe` (what a pass
+`prune_values`; `narrow_lookups` is a choice in `craft.chamber.categorical_mlp`, `factor_qk` lives in
+`compiler.passes.qk_factor`), and `describe` (what a pass
 recorded on a node, in words).
 """
 from compiler.passes.optimize.pipeline import (
     FACTOR_QK,
+    NARROW_LOOKUPS,
     PASSES,
     applied,
     optimize_graph,
@@ -48,6 +55,7 @@ from compiler.passes.optimize.pipeline import (
 
 __all__ = [
     "FACTOR_QK",
+    "NARROW_LOOKUPS",
     "PASSES",
     "applied",
     "optimize_graph",

@@ -37,10 +37,12 @@ GRAPH_PASSES: dict[str, Pass] = {
     "prune_values": prune_values,
 }
 
+# Applied when lowering (`compiler.passes.lower.LoweringOptions.narrow_lookups`).
+NARROW_LOOKUPS = "narrow_lookups"
 # Applied when assembling the weights rather than on the graph.
 FACTOR_QK = "factor_qk"
 
-PASSES: tuple[str, ...] = (*PROGRAM_PASSES, *GRAPH_PASSES, FACTOR_QK)
+PASSES: tuple[str, ...] = (*PROGRAM_PASSES, *GRAPH_PASSES, NARROW_LOOKUPS, FACTOR_QK)
 
 
 def selected_passes(optimize: bool | Iterable[str]) -> tuple[str, ...]:
@@ -99,6 +101,7 @@ def applied(graph: nx.DiGraph) -> tuple[str, ...]:
 
 __all__ = [
     "FACTOR_QK",
+    "NARROW_LOOKUPS",
     "GRAPH_PASSES",
     "PASSES",
     "PROGRAM_PASSES",

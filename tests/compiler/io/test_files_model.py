@@ -20,8 +20,9 @@ import pytest
 from support import example_model
 
 from compiler import ModelFileError, compile_rasp
+from compiler.examples import EXAMPLES
 from compiler.model.encoders import InputEncoder
-from compiler.io.files import FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
+from compiler.io.files import FORMAT_VERSION, REUSE_FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
 from compiler.model.config import MODULE_NAME
 from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from compiler.io.serialize import canonical_json, decode_value, encode_value
@@ -171,9 +172,9 @@ def test_corrupted_header_and_trailing_bytes_are_refused(saved, tmp_path) -> Non
 
 def test_other_format_version_is_refused(saved, tmp_path) -> None:
     header, body = _split(saved)
-    header["__metadata__"]["format_version"] = str(FORMAT_VERSION + 1)
+    header["__metadata__"]["format_version"] = str(REUSE_FORMAT_VERSION + 1)
     message = _refusal(_join(header, body), tmp_path)
-    assert "format version mismatch" in message and f"versions 1 and {FORMAT_VERSION}" in message
+    assert "format version mismatch" in message and f"versions 1, {FORMAT_VERSION} and {REUSE_FORMAT_VERSION}" in message
 
 
 def test_hand_edited_description_is_refused(saved, tmp_path) -> None:
@@ -356,3 +357,57 @@ def test_numerical_error_bound_travels_with_the_file(tmp_path) -> None:
     loaded = load_model(path)
     assert loaded.numerical_error_bound == model.numerical_error_bound
     assert loaded.numerical_map_errors == model.numerical_map_errors
+
+
+@pytest.fixture(scope="module")
+def reused_reverse():
+    example = EXAMPLES["reverse"]
+    vocab = example.scaled_vocab(6)
+    return compile_rasp(example.build(6), vocab, 6, reuse_residual=True)
+
+
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+def test_a_model_with_residual_reuse_round_trips_with_its_slot_owners(reused_reverse, storage, tmp_path) -> None:
+    model = reused_reverse
+    record = model.residual_reuse
+    assert any(len(owners) > 1 for owners in record.owners)  # slots really are shared
+    path = save_model(model, tmp_path / "reused.safetensors", storage=storage)
+    assert read_model_file(path).format_version == REUSE_FORMAT_VERSION
+    loaded = load_model(path)
+    assert loaded.residual_reuse == record
+    assert loaded.config == model.config and loaded.residual_space == model.residual_space
+    assert loaded.residual_labels == model.residual_labels
+    ids = model.input_encoder.encode_batch([["BOS", *xs] for xs in (["t0", "t1", "t2"], ["t5", "t0", "t0", "t1", "t2", "t3"])])
+    ours, theirs = model.run(ids), loaded.run(ids)
+    for a, b in zip([ours.output, *ours.residuals], [theirs.output, *theirs.residuals]):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    assert loaded.apply_batch([["BOS", "t0", "t1", "t2"]]) == [["BOS", "t2", "t1", "t0"]]
+    for slot in range(len(record.owners)):
+        assert loaded.residual_reuse.owner_at(slot, 0) == record.owner_at(slot, 0)
+    # Deterministic, like every other file: the loaded model saves to the same bytes.
+    assert model_bytes(loaded, None, read_model_file(path).program_label, storage) == path.read_bytes()
+
+
+def test_models_without_reuse_are_still_written_as_version_2(frac_prevs, tmp_path) -> None:
+    assert read_model_file(save_model(frac_prevs, tmp_path / "plain.safetensors")).format_version == FORMAT_VERSION == 2
+
+
+def _rehashed(header: dict, body: bytes, description: dict) -> bytes:
+    meta = header["__metadata__"]
+    meta["model"] = canonical_json(description)
+    meta["model_sha256"] = _sha(meta["model"])
+    meta["content_sha256"] = hashlib.sha256(meta["model"].encode() + b"\0" + meta["weights_sha256"].encode()).hexdigest()
+    return _join(header, body)
+
+
+def test_slot_owners_that_do_not_fit_the_labels_are_refused(reused_reverse, tmp_path) -> None:
+    header, body = _split(model_bytes(reused_reverse))
+    description = json.loads(header["__metadata__"]["model"])
+    shared = next(i for i, owners in enumerate(description["residual_reuse"]["owners"]) if len(owners) > 1)
+    description["residual_reuse"]["owners"][shared] = description["residual_reuse"]["owners"][shared][:1]
+    assert "inconsistent: the residual basis does not match the residual labels" in _refusal(
+        _rehashed(header, body, description), tmp_path
+    )
+    # A version 3 file must say who owns the slots; a version 2 file cannot.
+    del description["residual_reuse"]
+    assert "lacks residual_reuse" in _refusal(_rehashed(header, body, description), tmp_path)

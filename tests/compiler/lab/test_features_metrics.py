@@ -34,3 +34,27 @@ def test_features_that_always_fire_together_form_one_class_with_a_sparser_exact_
 def test_cofiring_needs_data():
     with pytest.raises(ValueError, match="no true codes"):
         cofiring([])
+
+
+def test_the_true_dictionary_cut_to_k_latents_loses_exactly_the_dropped_features():
+    from compiler.lab.features.metrics import GroundTruth, TopKOf, perfect_coder, synthetic_scores
+
+    rng = np.random.default_rng(1)
+    # 8 orthonormal unit features; each activation has 1 to 6 of them on (code 1): a varying L0
+    l0 = rng.integers(1, 7, 400)
+    codes = np.zeros((400, 8), np.float32)
+    for row, count in enumerate(l0):
+        codes[row, rng.choice(8, count, replace=False)] = 1.0
+    truth = GroundTruth(tuple(f"f:{i}" for i in range(8)), np.eye(8, dtype=np.float32), 8, np.zeros(8, np.float32),
+                        np.arange(8), np.arange(0))
+    acts = codes @ truth.vectors
+    variance = np.mean(np.sum(acts ** 2, axis=1)) - np.sum(acts.mean(axis=0) ** 2)
+    assert synthetic_scores(perfect_coder(truth), truth, [(acts, codes)]).explained_variance == pytest.approx(1.0)
+    for k in (1, 3, 6):
+        scores = synthetic_scores(TopKOf(perfect_coder(truth), k), truth, [(acts, codes)])
+        # each dropped unit feature leaves a squared residual of exactly 1
+        dropped = np.mean(np.maximum(l0 - k, 0))
+        assert scores.explained_variance == pytest.approx(1.0 - dropped / variance, abs=1e-6)
+        assert scores.sae_l0 == pytest.approx(np.mean(np.minimum(l0, k)))
+    with pytest.raises(ValueError, match="k must be positive"):
+        TopKOf(perfect_coder(truth), 0)

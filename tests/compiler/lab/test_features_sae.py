@@ -85,3 +85,26 @@ def test_adapter_trains_a_tiny_sae_on_the_shards_and_metrics_match_sae_lens(shar
     assert ours.classification.recall == pytest.approx(expected.recall, abs=1e-6)
     assert ours.classification.f1_score == pytest.approx(expected.f1_score, abs=1e-6)
     assert ours.classification.accuracy == pytest.approx(expected.accuracy, abs=1e-6)
+
+
+def test_the_learning_rate_warms_up_holds_and_decays_to_zero(shards):
+    require_sae_lens()
+    from compiler.lab.features.sae import train_sae
+
+    folder, _ = shards
+    curve = []
+    train_sae(folder, d_sae=12, k=2, steps=10, batch_size=128, lr=1e-3, history=curve, log_every=1,
+              warmup_steps=2, decay_steps=4)
+    lrs = np.array([point.lr for point in curve])
+    assert [point.step for point in curve] == list(range(1, 11))
+    # SAELens' linear warm-up from lr / warmup_steps, constant, then linear decay towards 0
+    np.testing.assert_allclose(lrs, 1e-3 * np.array([0.5, 1, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25]), rtol=1e-6)
+
+
+def test_a_schedule_longer_than_training_is_refused(shards):
+    require_sae_lens()
+    from compiler.lab.features.sae import train_sae
+
+    folder, _ = shards
+    with pytest.raises(ValueError, match="decay_steps"):
+        train_sae(folder, d_sae=12, k=2, steps=5, warmup_steps=3, decay_steps=3)

@@ -16,7 +16,7 @@ from compiler.examples import EXAMPLES
 from compiler.io.files import read_model_file
 from compiler.model.config import FORMS, SparseLinear
 from compiler.model.forms import check_forms, choose_forms, forced_forms, one_value_per_column
-from compiler.model.transformer import _prefix_sums, apply_linear
+from compiler.model.transformer import _prefix_sums, _shared_interval, apply_linear
 from compiler.model.weights import module_params
 from craft.maps import dyadic_prefix_factors
 from support import REPO, random_inputs
@@ -94,6 +94,32 @@ def test_sort_at_50_uses_intervals_for_its_order_comparison():
     assert model.config.backend == "cpu"
     assert sum(form == "interval" for form in forms.values()) == 2, forms  # the head's W_Q and W_K
     check_forms(model.config, _weights(model))
+
+
+@pytest.mark.parametrize("name", ["sort", "sort_freq"])
+def test_an_order_heads_query_and_key_share_one_prefix_sum(name):
+    # Every order comparison's W_Q and W_K in the interval form: each head finds one order of
+    # the coordinates both read, and q, k from the one prefix sum equal the separate products.
+    example = EXAMPLES[name]
+    vocab = example.scaled_vocab(8)
+    model = _forced(compile_rasp(example.build(8), vocab, 8), "interval")
+    weights = _weights(model)
+    x = jnp.asarray(np.eye(model.config.residual_width, dtype=np.float32)[np.arange(30) % model.config.residual_width])
+    shared = 0
+    for index, layer in enumerate(model.config.layers):
+        for h, head in enumerate(getattr(layer, "heads", ())):
+            if head.shared_interval is None:
+                continue
+            shared += 1
+            params = [jnp.asarray(weights[f"layer_{index}"][f"head_{h}_{part}"]) for part in "qk"]
+            q, k = _shared_interval(head.shared_interval, *params, x)
+            np.testing.assert_array_equal(np.asarray(q), np.asarray(apply_linear(head.w_q, params[0], x)))
+            np.testing.assert_array_equal(np.asarray(k), np.asarray(apply_linear(head.w_k, params[1], x)))
+    assert shared >= 2  # sort_unique's `<` and the sort's own comparison of the unique keys
+    ids = model.input_encoder.encode_batch([["BOS", *tokens] for tokens in random_inputs(vocab, 8, 40, seed=3)])
+    assert [model.output_encoder.decode(np.asarray(row)) for row in model.run(ids).output] == [
+        model.output_encoder.decode(np.asarray(row)) for row in _forced(model, "rebuild").run(ids).output
+    ]
 
 
 @pytest.mark.parametrize("form", [pytest.param(f, marks=() if f == "interval" else pytest.mark.slow) for f in FORMS])

@@ -95,3 +95,28 @@ def test_outputs_written_to_repeated_coordinates_add_up():
     x = np.array([[1.0, 2.0]], dtype=np.float32)
     got = np.asarray(apply_linear(spec, jnp.asarray(param), jnp.asarray(x), 6))
     np.testing.assert_array_equal(got, [[0.0, 12.0, 0.0, 0.0, 9.0 + 15.0, 0.0]])
+
+
+def test_outputs_only_returns_the_same_output_and_keeps_no_snapshots():
+    example = EXAMPLES["sort"]
+    model = compile_rasp(example.build(6), example.vocab, 6)
+    batch = [["BOS", 4, 1, 3, 1, 2, 2], ["BOS", 2, 4], ["BOS", 3, 3, 1]]
+    ids = model.input_encoder.encode_batch(batch)
+    full = model.run(ids)
+    lean = model.run(ids, outputs_only=True)
+    np.testing.assert_array_equal(np.asarray(lean.output), np.asarray(full.output))
+    assert lean.residuals == lean.attention == lean.written == lean.hidden == ()
+    assert len(full.residuals) == 1 + len(model.config.layers)
+    # XLA's account: the lean executable returns only the logits, batch x T x outputs floats.
+    padded = np.asarray(model.input_encoder.encode_batch([row + [4] * (7 - len(row)) for row in batch]))
+    outputs = {
+        flag: model.forward.lower(model.params, padded, outputs_only=flag).compile().memory_analysis().output_size_in_bytes
+        for flag in (False, True)
+    }
+    assert outputs[True] == 4 * padded.shape[0] * padded.shape[1] * np.asarray(full.output).shape[-1]
+    assert outputs[False] > 4 * outputs[True]
+    # A lean executable warmed up ahead of time serves apply_batch without another trace.
+    model.warmup(batch_size=3, outputs_only=True)
+    cached = model.forward._cache_size()
+    assert model.apply_batch(batch) == [["BOS", 1, 1, 2, 2, 3, 4], ["BOS", 2, 4], ["BOS", 1, 3, 3]]
+    assert model.forward._cache_size() == cached

@@ -194,3 +194,27 @@ def test_a_map_folded_into_selector_keys_keeps_the_aggregates_default(causal):
         compared += 1
         assert got[1:] == expected, tokens
     assert compared >= 200
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_narrow_lookups_gives_an_equality_map_two_units_and_the_same_outputs(causal):
+    # `tokens == "c"` over 12 tokens: one unit for c, one for the complement (tokens is never
+    # None), instead of one per token; without the pass (what the features stage compiles, with
+    # optimize=False) every token keeps its unit.
+    vocab = ["a", "b", "c", *(f"t{i}" for i in range(9))]
+    is_c = rasp.Map(lambda t: t == "c", rasp.tokens).named("is_c")
+    program = rasp.SequenceMap(lambda c, i: (c, i % 2), is_c, rasp.indices).named("out")
+    without = [name for name in PASSES if name != "narrow_lookups"]
+    narrow = compile_rasp(program, vocab, 6, causal=causal)
+    wide = compile_rasp(program, vocab, 6, causal=causal, optimize=without)
+
+    def is_c_units(model):
+        return [d for block in model.sublayers if block is not None and hasattr(block, "hidden_space")
+                for d in block.hidden_space.basis if d.name == "is_c_hidden"]
+
+    assert len(is_c_units(narrow)) == 2 and len(is_c_units(wide)) == len(vocab)
+    assert "narrow_lookups: Map is_c (of tokens) with 2 hidden units instead of 12" in applied(narrow.graph)
+    rows = [["BOS", *(vocab[(3 * k + j) % len(vocab)] for j in range(k % 7))] for k in range(24)]
+    assert narrow.apply_batch(rows) == wide.apply_batch(rows)
+    for row, decoded in zip(rows, narrow.apply_batch(rows)):
+        assert decoded[1:] == rasp.evaluate(program, row[1:], causal=causal)
