@@ -36,6 +36,7 @@ from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_p
 from compiler.lab.circuits.pipeline import measured  # noqa: E402
 from compiler.lab.circuits.scoring import score  # noqa: E402
 from compiler.lab.circuits.variants import keeps_outputs, make_variant  # noqa: E402
+from compiler.model.jit_cache import enable_compilation_cache  # noqa: E402
 from rasp import rasp  # noqa: E402
 from rasp.errors import RaspEvaluationError  # noqa: E402
 
@@ -43,7 +44,7 @@ from rasp.errors import RaspEvaluationError  # noqa: E402
 # follows its decoded output; the plain names use the raw logits.
 METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
            "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
-SMALL = {"patching": edge_patching_scores, f"patching x{SHARP:g}": METHODS[f"patching x{SHARP:g}"]}
+SMALL = METHODS  # every method also runs on the first --method-inputs inputs (the data dial)
 
 
 def cases(sizes: list[int], fuzz: int, seed: int):
@@ -71,7 +72,7 @@ def undefined_inputs(program, vocab, max_seq_len, distribution: InputDistributio
 
 
 def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[dict]:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     bad = undefined_inputs(program, vocab, max_seq_len, InputDistribution(args.inputs, args.seed, unique_tokens=unique))
     if bad:
         raise ValueError(f"the program is undefined on {bad} of the {args.inputs} sampled inputs; skipped")
@@ -87,22 +88,33 @@ def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[d
         small = setup(built.net, np.asarray(m.setup.ids)[: args.method_inputs], m.setup.ablation)
         for method, run in METHODS.items():
             row[method] = score(run(m.setup), truth).roc_auc
-        # On the small dataset only exhaustive patching, the strongest method (a recompile per
-        # method and shape is most of the time on a 2-core machine).
         for method, run in SMALL.items():
             row[f"{method}@{args.method_inputs}"] = score(run(small), truth).roc_auc
         rows.append(row)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     for row in rows:
-        row["seconds"] = seconds
+        row["seconds"], row["cpu_seconds"] = seconds, cpu
     return rows
+
+
+def _worst_best(group: list[dict], keys: list[str]) -> str:
+    """The lowest, over the group's verified models, of the best method's AUROC among `keys`,
+    and which model it is: a model whose verified circuit no method ranks well."""
+    best = [(max(r[k] for k in keys), r["case"]) for r in group if r["verified"] and keys
+            and all(k in r and r[k] is not None and not np.isnan(r[k]) for k in keys)]
+    if not best:
+        return "n/a"
+    value, case = min(best)
+    return f"{value:.3f} ({case})"
 
 
 def table(rows: list[dict], method_inputs: int) -> str:
     keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
     keys = [k for k in keys if any(k in r for r in rows)]
     lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
-             + f" | best mean | best mean @{method_inputs} | accuracy (min) | keeps outputs (min, measured of) | s/model (median) |", "|" + "---|" * (9 + len(keys))]
+             + f" | best mean | best mean @{method_inputs} | best @{method_inputs} min (model) | accuracy (min) "
+             "| keeps outputs (min, measured of) | s/model (median) | CPU s/model (median) |",
+             "|" + "---|" * (11 + len(keys))]
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["variant"], row["ablation"]), []).append(row)
@@ -116,13 +128,17 @@ def table(rows: list[dict], method_inputs: int) -> str:
             cells.append(f"{mean:.3f} / {min(values):.3f}" if values else "n/a")
         verified = sum(r["verified"] for r in group)
         seconds = statistics.median(r["seconds"] for r in group)
+        cpus = [r["cpu_seconds"] for r in group if "cpu_seconds" in r]
+        cpu = f"{statistics.median(cpus):.1f}" if cpus else "n/a"
         small = [mean for key, mean in zip(keys, means) if key.endswith(f"@{method_inputs}")]
+        worst = _worst_best(group, [k for k in keys if k.endswith(f"@{method_inputs}")])
         accuracies = [r["accuracy"] for r in group if r.get("accuracy") is not None]
         accuracy = f"{min(accuracies):.3f}" if accuracies else "exact"
         kept = [r["keeps"] for r in group if r.get("keeps") is not None]
         keeps = f"{min(kept):.3f} ({len(kept)} of {len(group)})" if kept else "not measured"
         lines.append(f"| {variant} | {ablation} | {len(group)} | {verified}/{len(group)} | " + " | ".join(cells)
-                     + f" | {np.nanmax(means):.3f} | {np.nanmax(small) if small else float('nan'):.3f} | {accuracy} | {keeps} | {seconds:.1f} |")
+                     + f" | {np.nanmax(means):.3f} | {np.nanmax(small) if small else float('nan'):.3f} | {worst} | {accuracy} | {keeps} "
+                     f"| {seconds:.1f} | {cpu} |")
     return "\n".join(lines)
 
 
@@ -140,7 +156,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=Path, help="append one JSON line per result here; (case, variant) pairs "
                         "already there are not run again (a stopped run resumes) but count towards --fuzz")
     parser.add_argument("--table", type=Path, help="only print the table of the rows in this JSON lines file")
+    parser.add_argument("--jax-cache", type=Path, help="keep compiled XLA programs in this folder and reuse those found "
+                        "there (`compiler.model.jit_cache`): a resumed or repeated run compiles nothing it compiled before")
     args = parser.parse_args(argv)
+    if args.jax_cache:
+        enable_compilation_cache(args.jax_cache)
     if args.table:
         print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()], args.method_inputs))
         return 0

@@ -2,9 +2,10 @@
 on a sample of the same programs for the ratio.
 
 `cpu_s_per_program` is the CPU time the row used (this process and its local workers, read from
-`/proc` while they run) per program, and `idle_1e5_h` the projection for 10^5 programs from it on `--jobs` otherwise idle
-cores: on a machine shared with other jobs, wall-clock rates measure the sharing as much as the
-generator, CPU time much less so.
+`/proc` while they run; for a Ray row also the local Ray instance's own processes, its GCS server,
+raylet and workers, which are started below this one) per program, and `idle_1e5_h` the
+projection for 10^5 programs from it on `--jobs` otherwise idle cores: on a machine shared with
+other jobs, wall-clock rates measure the sharing as much as the generator, CPU time much less so.
 
 Each row generates a fresh zoo (seed 0, default knobs) into a temporary folder: the local
 engine with all the `--variants` and with each alone (`--each-programs`), and a local Ray
@@ -25,6 +26,7 @@ still leaves the rows it completed.
     python benchmarks/zoo.py --programs 300 --tracr-sample 100 --no-ray
     python benchmarks/zoo.py --rows tracr,local-all,ray-all --programs 10000 --each-programs 1000
     python benchmarks/zoo.py --rows local-all --programs 10000 --keep zoo10k  # resumable
+    python benchmarks/zoo.py --rows ray-all --programs 10000 --keep-ray zoo10k_ray  # resumable
 """
 
 from __future__ import annotations
@@ -159,8 +161,8 @@ def zoo_row(name: str, config: ZooConfig, engine: str, jobs: int, progress: bool
             "MB_per_s": round(summary.bytes_written / 2**20 / wall, 3),
             "projected_1e5_h": round(1e5 / (summary.programs / wall) / 3600, 2),
             "not_ok": json.dumps({k: v for k, v in summary.statuses.items() if not k.endswith("/ok")}),
-            **({} if engine == "ray" or cpu is None else {"cpu_s_per_program": round(cpu / summary.programs, 3),
-                                           "idle_1e5_h": round(1e5 * cpu / summary.programs / jobs / 3600, 2)}),
+            **({} if cpu is None else {"cpu_s_per_program": round(cpu / summary.programs, 3),
+                                       "idle_1e5_h": round(1e5 * cpu / summary.programs / jobs / 3600, 2)}),
             **({} if coverage is None else {"note": f"kept shards ({summary.shards_kept} before this run), "
                                                     f"folder in all: {json.dumps(coverage)}"})}
 
@@ -205,7 +207,8 @@ KEYS = ["row", "programs", "records_ok", "seconds", "programs_per_s", "MB", "MB_
         "cpu_s_per_program", "idle_1e5_h", "ray_start_s", "not_ok", "note"]
 
 
-def ray_row(config: ZooConfig, jobs: int, progress: bool) -> dict:
+def ray_row(config: ZooConfig, jobs: int, progress: bool, keep: Path | None = None) -> dict:
+    """The 'all variants' row on a local Ray instance of `jobs` CPUs (resumable in `keep`)."""
     try:
         import ray
     except ImportError:
@@ -214,7 +217,7 @@ def ray_row(config: ZooConfig, jobs: int, progress: bool) -> dict:
     ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
     startup = time.perf_counter() - started
     try:
-        return dict(zoo_row("ray all", config, "ray", jobs, progress), ray_start_s=round(startup, 1))
+        return dict(zoo_row("ray all", config, "ray", jobs, progress, keep=keep), ray_start_s=round(startup, 1))
     finally:
         ray.shutdown()
 
@@ -234,6 +237,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None,
                         help="generate the 'local all' row into this folder and keep it: rerunning the same "
                              "command resumes a stopped run there (the row then times only the rest)")
+    parser.add_argument("--keep-ray", type=Path, default=None, help="the same for the 'ray all' row")
     parser.add_argument("--tracr-sample", type=int, default=200)
     parser.add_argument("--tracr-python", type=Path, default=TRACR_PYTHON)
     args = parser.parse_args()
@@ -258,7 +262,7 @@ def main() -> None:
             show(zoo_row("local all", ZooConfig(**base, variants=variants), "local", args.jobs, args.progress,
                          keep=args.keep))
         elif name == "ray-all" and not args.no_ray:
-            show(ray_row(ZooConfig(**base, variants=variants), args.jobs, args.progress))
+            show(ray_row(ZooConfig(**base, variants=variants), args.jobs, args.progress, keep=args.keep_ray))
         elif name == "local-each":
             for v in variants:
                 show(zoo_row(f"local {v}", ZooConfig(**each, variants=(v,)), "local", args.jobs, args.progress))

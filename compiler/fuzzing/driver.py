@@ -122,10 +122,13 @@ def _worker(args: tuple[Options, int]) -> ProgramResult:
     return run_one(*args)
 
 
-def run(options: Options, jobs: int = 1, indices: Sequence[int] | None = None) -> Iterable[ProgramResult]:
+def run(
+    options: Options, jobs: int = 1, indices: Sequence[int] | None = None, timeout: float = PROGRAM_TIMEOUT
+) -> Iterable[ProgramResult]:
     """Results in program order, computed by `jobs` processes.
 
-    `indices` selects the programs to check (default: all `options.programs`).
+    `indices` selects the programs to check (default: all `options.programs`); with several
+    jobs, waiting more than `timeout` seconds for the next program's result raises.
     """
     tasks = [(options, i) for i in (range(options.programs) if indices is None else indices)]
     if jobs <= 1:
@@ -138,12 +141,12 @@ def run(options: Options, jobs: int = 1, indices: Sequence[int] | None = None) -
         results = pool.imap(_worker, tasks, chunksize=1)
         for _, index in tasks:
             try:
-                yield results.next(timeout=PROGRAM_TIMEOUT)
+                yield results.next(timeout=timeout)
             except multiprocessing.TimeoutError:
                 raise RuntimeError(
-                    f"no result for program {index} within {PROGRAM_TIMEOUT} s: a worker was "
-                    "killed (out of memory?) or the program compiles very slowly; rerun it "
-                    f"alone with --jobs 1 -n {index + 1}"
+                    f"no result for program {index} within {timeout:g} s: a worker was "
+                    "killed (out of memory?) or the program compiles very slowly; rerun with a "
+                    f"larger --program-timeout, or that program alone with --jobs 1 -n {index + 1}"
                 ) from None
 
 
@@ -213,6 +216,9 @@ def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | 
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--settings", nargs="*", help='vocab:max_seq_len settings, e.g. "1,2,3:4" "a,b:5"')
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--program-timeout", type=float, default=PROGRAM_TIMEOUT, metavar="SECONDS",
+                        help="with --jobs > 1: longest wait for the next program's result before the "
+                             "run stops (a killed worker never answers); raise it on a loaded machine")
     parser.add_argument("--results", type=Path,
                         help="JSON file of per-program results, saved atomically as the run goes; "
                              "an existing one (same settings) is resumed")
@@ -240,7 +246,10 @@ def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | 
     started = time.perf_counter()
     results = dict(stored)
     bar = tqdm(total=len(todo), unit="program", desc="fuzz", disable=args.quiet, file=sys.stderr, mininterval=5)
-    for done, result in enumerate(run(options, args.jobs, todo), start=1):
+    if args.program_timeout <= 0:
+        print(f"error: --program-timeout must be positive, got {args.program_timeout:g}", file=sys.stderr)
+        return 2
+    for done, result in enumerate(run(options, args.jobs, todo, args.program_timeout), start=1):
         results[result.index] = result
         bar.update()
         for outcome in result.outcomes:

@@ -12,8 +12,9 @@ pass checks each reader on the inferred values and, where it holds, lets the cop
 representative for the whole group (`TwinMerge`, the shortest-printing twin). It holds when
 
 * the reader is a `SequenceMap` or `Select` whose function / predicate returns equal results
-  (`==`, same type) for every twin, whatever the other argument's value: the reader's result,
-  and so everything after it, is the evaluator's own; or
+  (`==`, same type) for every twin, whatever the other argument's value (for a `SequenceMap`
+  reading the copy twice, `f(x, x)`, for the twin itself: that is the only pair it evaluates):
+  the reader's result, and so everything after it, is the evaluator's own; or
 * the reader is an output of the program that nothing else reads (the copy itself as a
   read-out, a categorical Aggregate copying it, or a SequenceMap whose numerical results differ
   by float rounding only): the model then outputs a number that differs from the evaluator's by
@@ -141,6 +142,7 @@ class _Readers:
     def __init__(self, graph: nx.DiGraph, copy_functions: tuple[Callable[[Any], Any], ...]) -> None:
         self.graph, self.copy_functions = graph, copy_functions
         self._groups: dict[str, list[tuple[Any, ...]]] = {}
+        self._group_of: dict[str, dict[Any, tuple[Any, ...]]] = {}
         self._allowed: dict[tuple[str, tuple[Any, ...]], bool] = {}
 
     def is_copy(self, label: str) -> bool:
@@ -151,6 +153,15 @@ class _Readers:
         if label not in self._groups:
             self._groups[label] = twin_groups(self.graph.nodes[label][nodes.VALUE_SET])
         return self._groups[label]
+
+    def group_of(self, label: str, value: Any) -> tuple[Any, ...] | None:
+        """The twin group of `label`'s values holding `value` (groups are disjoint), if any.
+
+        Indexed once per s-op: a reader is asked this for every value of its other input, and
+        scanning every group each time made validation quadratic in large value sets."""
+        if label not in self._group_of:
+            self._group_of[label] = {twin: group for group in self.groups(label) for twin in group}
+        return self._group_of[label].get(value)
 
     def allow(self, copy: str, group: tuple[Any, ...]) -> bool:
         """Whether every reader of the copy `copy` gives the twins of `group` the same result."""
@@ -181,6 +192,14 @@ class _Readers:
                 return bool(predicate(key, query))
         else:
             return False
+        if isinstance(expr, rasp.SequenceMap) and expr.fst.label == expr.snd.label == copy:
+            # f(x, x) pairs each value with itself only (value inference's diagonal), so the
+            # twins need equal results f(t, t), not f(t, v) for every value v
+            try:
+                results = [fn(twin, twin) for twin in group]
+            except Exception:  # noqa: BLE001 - a user function that raises decides nothing here
+                return False
+            return self._same(reader, results, False)
         for position, arg in enumerate(args):
             if arg.label != copy:
                 continue
@@ -205,6 +224,8 @@ class _Readers:
             return False
         if self.lone_output(reader):
             return max(results) - min(results) <= TARGET_TOLERANCE * max(1.0, *(abs(r) for r in results))
-        group = next((g for g in self.groups(reader) if all(r in g for r in results)), None)
+        group = self.group_of(reader, results[0])
+        if group is None or not all(r in group for r in results[1:]):
+            return False
         readers = list(self.graph.successors(reader))
-        return group is not None and bool(readers) and all(self.is_copy(r) and self.allow(r, group) for r in readers)
+        return bool(readers) and all(self.is_copy(r) and self.allow(r, group) for r in readers)

@@ -13,6 +13,12 @@ unit whose table entry is None (or the number 0) changes nothing whatever it see
   by something that is not a thresholded lookup: attention queries and keys (the softmax turns any
   interference into a changed pattern), MLPs that write numbers or do not threshold, value reads
   of heads that write numbers. An analytic projection gives these their own orthonormal axes.
+  Reading a coordinate back exactly is worth nothing if what was written into it is off, so
+  protection also runs backwards (:func:`_needs_exact_values`): a head that copies values into a
+  protected coordinate has its value reads protected (a copy passes on any interference it reads),
+  and a lookup that writes one keeps its inputs free (its off units write exactly 0, its on units
+  read their own unit-norm code vector), but the values it reads must in turn be written without
+  interference, which protects the value reads of the copies writing them, and so on.
 * **reads**: per sub-layer, the tolerant readers of the remaining categorical coordinates and
   their margin (the ``A`` of :func:`compression.analytic.interference_bound`).
 * **written_at**: the sub-layer writing each coordinate (-1 for the embedding); a coordinate is
@@ -49,14 +55,19 @@ class TolerantRead:
 
     ``kind``: ``"lookup"`` (a ReLU unit ``relu(sum a_i x_i - b)`` with exact pre-activation 1 when
     on and <= -1 when off; ``weight`` is the largest ``sum a_i`` over its categorical inputs),
-    ``"copy"`` (an attention value read copying categorical values, ``weight`` 1) or
-    ``"unembed"`` (the argmax of the output logits, ``layer`` = number of sub-layers).
+    ``"copy"`` (an attention value read copying categorical values; ``weight`` is its *fan-in*,
+    the largest ``sum_i |OV_ic|`` over the values ``c`` it writes: 1 for a plain copy, more when the
+    optimiser folded a many-to-one Map into the head, whose output value then sums the reads of
+    every input value mapped to it) or ``"unembed"`` (the argmax of the output logits, ``layer`` =
+    number of sub-layers). ``writes``: the coordinates the reading head or MLP writes (empty for the
+    unembedding).
     """
 
     layer: int
     kind: str
     coords: tuple[int, ...]
     weight: float
+    writes: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +83,14 @@ class ResidualStructure:
     num_sublayers: int
     classes: tuple[tuple[int, ...], ...] = ()  # values of one s-op no reader tells apart (2 or more each)
     amplification: tuple[float, ...] = ()  # per coordinate, 1.0 when empty (see the module docstring)
+    # categorical coordinates whose off value the compiled model writes as exactly 0: those of the
+    # embedding (one-hot rows) and of thresholded lookups (an off unit's ReLU gives exactly 0), as
+    # opposed to softmax tails and discretising MLPs
+    exact_off: tuple[int, ...] = ()
+    # coordinates read by something that turns them into a number (the values of a head writing
+    # numbers, an MLP that is not a thresholded lookup of categorical values, a numerical
+    # unembedding): a small error there moves a number, not a margin
+    read_as_number: tuple[int, ...] = ()
 
     @property
     def residual_dim(self) -> int:
@@ -122,6 +141,8 @@ class _Scan:
     candidate_reads: list[TolerantRead] = dataclasses.field(default_factory=list)
     signatures: dict[int, dict[int, bytes]] = dataclasses.field(default_factory=dict)  # lookup layer -> coord -> units
     writes: dict[int, set[int]] = dataclasses.field(default_factory=dict)
+    exact_off: set[int] = dataclasses.field(default_factory=set)
+    read_as_number: set[int] = dataclasses.field(default_factory=set)
 
     def mark_written(self, coords: set[int], index: int) -> None:
         for i in coords:
@@ -143,6 +164,7 @@ def _start_scan(compiled: CompiledModel) -> _Scan:
     scan = _Scan(labels, by_name, categorical, protected, [None] * len(labels))
     embedded = _nonzero_cols(weights.token_embedding(compiled)) | _nonzero_cols(weights.position_embedding(compiled))
     scan.mark_written(embedded, EMBEDDING)
+    scan.exact_off |= embedded & categorical
     return scan
 
 
@@ -156,9 +178,12 @@ def _scan_attention(scan: _Scan, compiled: CompiledModel, index: int) -> None:
         scan.read_by_layers |= q | k | v
         scan.protected |= q | k
         if out <= scan.categorical:
-            scan.candidate_reads.append(TolerantRead(index, "copy", tuple(sorted(v & scan.categorical)), 1.0))
+            values = sorted(v & scan.categorical)
+            fan_in = float(np.abs(head.w_v[values] @ head.w_o).sum(axis=0).max()) if values else 0.0
+            scan.candidate_reads.append(TolerantRead(index, "copy", tuple(values), fan_in, tuple(sorted(out))))
         else:
             scan.protected |= v
+            scan.read_as_number |= v
         scan.mark_written(out, index)
 
 
@@ -178,10 +203,17 @@ def _scan_mlp(scan: _Scan, compiled: CompiledModel, index: int, basis) -> None:
     scan.read_by_layers |= reads
     cat_reads = sorted(reads & scan.categorical - scan.protected)
     weight = _lookup_weight(w_in, cat_reads, scan.labels)
+    values = sorted(reads & scan.categorical)
+    bias = {scan.labels.index(ONE_NAME)} if ONE_NAME in scan.labels else set()
+    if (mlp.activation == "relu" and out <= scan.categorical and values and reads <= scan.categorical | bias
+            and _lookup_weight(w_in, values, scan.labels) is not None):
+        scan.exact_off |= out  # a thresholded lookup of categorical values: off units write exactly 0
+    else:
+        scan.read_as_number |= reads
     if cat_reads and (mlp.activation != "relu" or not out <= scan.categorical or weight is None):
         scan.protected |= set(cat_reads)
     elif cat_reads:
-        scan.candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight))
+        scan.candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight, tuple(sorted(out))))
         scan.signatures[index] = _unit_signatures(w_in, w_out, cat_reads, scan.by_name, basis)
         scan.writes[index] = out
     scan.mark_written(out, index)
@@ -193,6 +225,7 @@ def _scan_unembedding(scan: _Scan, compiled: CompiledModel) -> None:
     scan.read_any |= unembed
     if compiled.config.numerical_output:
         scan.protected |= unembed
+        scan.read_as_number |= unembed
     else:
         scan.candidate_reads.append(
             TolerantRead(len(compiled.config.layers), UNEMBED, tuple(sorted(unembed & scan.categorical)), 1.0))
@@ -223,7 +256,7 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
 
     width = len(scan.labels)
     dead = set(never_on)
-    protected = scan.protected - dead
+    protected = _needs_exact_values(scan.candidate_reads, scan.protected - dead, dead)
     reads = tuple(
         dataclasses.replace(r, coords=tuple(i for i in r.coords if i not in protected and i not in dead))
         for r in scan.candidate_reads
@@ -236,7 +269,37 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     mergers = {layer: sig for layer, sig in scan.signatures.items() if not scan.writes[layer] & scan.read_by_layers}
     classes, amplification = _classes(groups, reads, mergers, scan.writes, width)
     return ResidualStructure(scan.labels, groups, tuple(sorted(protected)), unread, reads, stamps,
-                             len(compiled.config.layers), classes, amplification)
+                             len(compiled.config.layers), classes, amplification, tuple(sorted(scan.exact_off)),
+                             tuple(sorted(scan.read_as_number)))
+
+
+def _needs_exact_values(candidates: list[TolerantRead], protected: set[int], dead: set[int]) -> set[int]:
+    """``protected`` grown backwards until every protected coordinate is written without interference.
+
+    A coordinate *needs exact values* when it is protected, or when a lookup writing such a
+    coordinate reads it. A copy writing a coordinate that needs exact values gets its value reads
+    protected (a copy of values in superposition is never exact); a lookup passes the need on to
+    its inputs without protecting them (a unit-norm code vector reads its own value back at 1, and
+    off units write exactly 0 while the bound's margin holds). Iterated to a fixpoint, since a
+    newly protected coordinate may be written by an earlier copy. Never-on coordinates (``dead``)
+    are 0 in every compressed model and need nothing.
+    """
+    protected = set(protected)
+    needs = set(protected)
+    changed = True
+    while changed:
+        changed = False
+        for read in reversed(candidates):
+            if read.kind == UNEMBED or not set(read.writes) & needs:
+                continue
+            inputs = set(read.coords) - dead
+            if read.kind == "copy" and not inputs <= protected:
+                protected |= inputs
+                changed = True
+            if not inputs <= needs:
+                needs |= inputs
+                changed = True
+    return protected
 
 
 def _unit_signatures(w_in: np.ndarray, w_out: np.ndarray, cat_reads: list[int], by_name: dict[str, list[int]],

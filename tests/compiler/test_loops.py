@@ -1,8 +1,9 @@
 """Compiled `rasp.Loop`s: exact against the evaluator, one tied block of weights, refusals.
 
 The library loops (`lib.make_parity_loop`, `lib.make_addition_loop`) run plain and causal at
-max_seq_len 8 in the default run; 32 and 64 are marked slow. Each loop model is also compared
-with the compile of the same loop unrolled in Python, and its file with that compile's file.
+max_seq_len 8 in the default run; 32 and 64 are marked slow. The loop models are also compared
+with the compiles of the same loops unrolled in Python (parity by default, addition in the slow
+run), and parity's file with its unrolled compile's file.
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def test_loop_model_equals_the_unrolled_compile(parity_pair) -> None:
     mine, theirs = model.run(ids), unrolled.run(ids)
     np.testing.assert_allclose(np.asarray(mine.output), np.asarray(theirs.output), atol=1e-5)
     assert len(mine.residuals) == 2 * model.config.num_executed_layers + 1
+
+
+@pytest.mark.slow  # two JAX models of the 100-pair vocabulary: about 5 CPU s; parity runs by default
+def test_addition_loop_model_equals_the_unrolled_compile() -> None:
+    loop, model = _compiled("addition", 5, False)
+    unrolled = compile_rasp(loop.unrolled(), set(DIGIT_PAIRS), 5)
+    inputs = [["BOS", *xs] for xs in _inputs("addition", 5, 200, seed=9)]
+    assert model.apply_batch(inputs) == unrolled.apply_batch(inputs)
+    assert [row[1:] for row in model.apply_batch(inputs)] == [loop(xs[1:]) for xs in inputs]
+    ids = model.input_encoder.encode_batch(inputs[:20])
+    np.testing.assert_allclose(np.asarray(model.run(ids).output), np.asarray(unrolled.run(ids).output), atol=1e-5)
 
 
 def test_config_records_the_tied_block(parity_pair) -> None:

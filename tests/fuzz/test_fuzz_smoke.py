@@ -90,3 +90,8 @@ def test_results_file_resumes_and_redoes(tmp_path, capsys):
     assert all(all(o.status != "exact" for o in r.outcomes) for r in redone.values())
     assert driver.main(["-n", "5", "--seed", "6", *common[2:]], atomic_write_text) == 2  # other settings
     assert "other settings" in capsys.readouterr().err
+
+
+def test_a_non_positive_program_timeout_is_refused(capsys):
+    assert driver.main(["-n", "1", "--jobs", "2", "--program-timeout", "0", "--quiet"]) == 2
+    assert "--program-timeout must be positive, got 0" in capsys.readouterr().err

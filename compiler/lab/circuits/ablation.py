@@ -91,12 +91,21 @@ def reference(net: Network, ablation: str, ids: np.ndarray, outputs: jnp.ndarray
         ids: the sampled inputs `[B, T]`.
         outputs: the sources' unpatched outputs on `ids` (`patching.source_outputs`).
     """
-    check_ablation(ablation)
-    if ablation == "zero":
-        return jnp.zeros_like(outputs)
-    if ablation == "resample":
-        return outputs[:, jnp.asarray(resample_order(ids, net.pad_id))]
-    real = jnp.asarray(np.asarray(ids) != net.pad_id, jnp.float32)  # [B, T]
+    ids = np.asarray(ids)
+    return ablated_terms(ABLATIONS.index(check_ablation(ablation)), jnp.asarray(ids != net.pad_id, jnp.float32),
+                         jnp.asarray(resample_order(ids, net.pad_id)), outputs)
+
+
+def ablated_terms(kind: int | jnp.ndarray, real: jnp.ndarray, order: jnp.ndarray, outputs: jnp.ndarray) -> jnp.ndarray:
+    """`reference` from arrays alone, so it also runs inside a compiled program (`patching`).
+
+    Args:
+        kind: the ablation's index in `ABLATIONS` (0 zero, 1 mean, 2 resample); may be traced.
+        real: `[B, T]` 1.0 where an input has a token (not PAD).
+        order: `[B]` the row each row's values are resampled from (`resample_order`).
+        outputs: the sources' unpatched outputs `[S, B, T, d]`.
+    """
     totals = jnp.einsum("bt,sbtd->std", real, outputs)
     counts = jnp.maximum(real.sum(axis=0), 1.0)[None, :, None]
-    return jnp.broadcast_to((totals / counts)[:, None], outputs.shape)
+    mean = jnp.broadcast_to((totals / counts)[:, None], outputs.shape)
+    return jnp.where(kind == 0, 0.0, jnp.where(kind == 1, mean, outputs[:, order]))

@@ -22,20 +22,23 @@ position being the one the destination port reads at.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compiler.lab.circuits.ablation import reference
+from compiler.lab.circuits import readout
+from compiler.lab.circuits.ablation import ABLATIONS, check_ablation, resample_order
 from compiler.lab.circuits.components import Network
-from compiler.lab.circuits.patching import edge_keeps, forward_many, source_outputs
-
+from compiler.lab.circuits.patching import CHUNK, SWEEP_SHARPNESS, Prepared, Sweep, edge_keeps, prepare, sweep
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PatchingSetup:
-    """A network, its sampled inputs, the ablation's reference values and the clean outputs."""
+    """A network, its sampled inputs, the ablation's reference values and the clean outputs.
+
+    `prepared` holds the same in the network's padded layout (`patching.prepare`), which the
+    compiled programs run on; `cache` keeps the single-edge sweeps (`single_edge_sweep`).
+    """
 
     net: Network
     ids: jax.Array  # [B, T]
@@ -43,6 +46,8 @@ class PatchingSetup:
     clean: jax.Array  # [B, T, n]
     scored: jax.Array  # [B, T] bool: positions whose decoded output counts
     ablation: str
+    prepared: Prepared | None = dataclasses.field(default=None, repr=False)
+    cache: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def length(self) -> int:
@@ -51,42 +56,48 @@ class PatchingSetup:
 
 def setup(net: Network, ids: np.ndarray, ablation: str) -> PatchingSetup:
     """Run the unpatched network once and prepare the ablation's reference values."""
-    ids = jnp.asarray(ids, jnp.int32)
-    outputs = source_outputs(net, ids)
-    ref = reference(net, ablation, np.asarray(ids), outputs)
-    keep = np.ones((1, len(net.ports), len(net.sources), ids.shape[-1]), np.float32)
-    # Through the same vmapped program as every patched run: a model with a near-tie (a GD
-    # projection) can flip an output on the float rounding between two compiled programs.
-    clean = jnp.asarray(forward_many(net, keep, ids, ref)[0])
-    scored = (ids != net.pad_id).at[:, 0].set(False)
-    return PatchingSetup(net, ids, ref, clean, scored, ablation)
+    ids = np.asarray(ids, np.int32)
+    kind = ABLATIONS.index(check_ablation(ablation))
+    prepared, ref = prepare(net, ids, kind, resample_order(ids, net.pad_id))
+    clean = jnp.asarray(np.asarray(prepared.clean)[: len(ids), : ids.shape[-1], : prepared.layout.outputs])
+    scored = jnp.asarray(np.asarray(prepared.scored)[: len(ids), : ids.shape[-1]])
+    return PatchingSetup(net, jnp.asarray(ids), ref, clean, scored, ablation, prepared)
 
 
 def decoded(net: Network, output: jax.Array) -> jax.Array:
     """Categorical: the argmax column, -1 where no logit reaches the network's empty threshold
     (none: the argmax alone). Numerical: the value itself."""
-    if net.numerical:
-        return output[..., 0]
-    best = jnp.argmax(output, axis=-1)
-    if net.empty_threshold is None:
-        return best
-    return jnp.where(jnp.max(output, axis=-1) < net.empty_threshold, -1, best)
+    return readout.decoded(output, net.numerical, net.empty_threshold)
 
 
 def changed(s: PatchingSetup, patched: jax.Array) -> jax.Array:
     """`[..., B, T]` bool: scored positions whose decoded output differs from the clean one."""
-    clean, new = decoded(s.net, s.clean), decoded(s.net, patched)
-    if s.net.numerical:
-        differs = jnp.abs(new - clean) > s.net.numerical_tolerance
-    else:
-        differs = new != clean
-    return differs & s.scored
+    return readout.changed(s.clean, patched, s.scored, s.net.numerical, s.net.empty_threshold,
+                           s.net.numerical_tolerance)
+
+
+def run_sweep(s: PatchingSetup, keeps: np.ndarray, sharpness: tuple[float, ...] = SWEEP_SHARPNESS,
+              chunk: int = CHUNK) -> Sweep:
+    """`patching.sweep` of keep masks `[M, P, S, T]` on `s`."""
+    if s.prepared is None:
+        raise ValueError("this PatchingSetup was built by hand without its padded inputs; build it with setup()")
+    return sweep(s.prepared, keeps, sharpness, chunk)
 
 
 def changed_counts(s: PatchingSetup, keeps: np.ndarray) -> np.ndarray:
     """Per keep mask `[E, P, S, T]`, how many scored (input, position) outputs change."""
-    reduce: Callable[[jax.Array], jax.Array] = lambda out: changed(s, out).sum(axis=(-1, -2))
-    return forward_many(s.net, keeps, s.ids, s.reference, reduce=reduce).astype(np.int64)
+    return run_sweep(s, keeps).changed
+
+
+def single_edge_sweep(s: PatchingSetup, per_position: bool = False) -> Sweep:
+    """Every unit (edge, or `(edge, position)`) ablated alone, once per setup: the changed
+    counts define the circuit (`measure_circuit`), the divergences at
+    `patching.SWEEP_SHARPNESS` are the patching methods' scores (`methods.edge_patching_scores`)."""
+    key = ("single", per_position)
+    if key not in s.cache:
+        units = len(s.net.edges) * (s.length if per_position else 1)
+        s.cache[key] = run_sweep(s, _keeps_for(s, np.eye(units, dtype=bool), per_position))
+    return s.cache[key]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +166,7 @@ def measure_circuit(s: PatchingSetup, per_position: bool = False, max_repair: in
         repaired and pruned one.
     """
     units = len(s.net.edges) * (s.length if per_position else 1)
-    effect = _count(s, np.eye(units, dtype=bool), per_position)
+    effect = single_edge_sweep(s, per_position).changed
     single = effect > 0
     single_outside = int(_count(s, ~single[None], per_position)[0])
     circuit = single.copy()

@@ -471,8 +471,8 @@ def keeps_outputs(variant: Variant, program: rasp.SOp, tokens: list[list[Hashabl
     for i, row in enumerate(tokens):
         ids[i, : len(row) + 1] = encoder.encode([encoder.bos, *row])
     keep = jnp.ones((len(net.ports), len(net.sources), width), jnp.float32)
-    out = forward(net, keep, jnp.asarray(ids), jnp.zeros((len(net.sources),) + ids.shape + (net.width,)))
-    got = np.asarray(decoded(net, out))
+    out = np.asarray(forward(net, keep, jnp.asarray(ids), jnp.zeros((len(net.sources),) + ids.shape + (net.width,))))
+    got = decoded(net, out)
     values = _output_values(model, str(program.label))
     right = total = 0
     for i, row in enumerate(tokens):

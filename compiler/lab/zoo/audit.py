@@ -10,7 +10,9 @@ compiler's internals would:
 3. the stored tensors, run by `compiler.lab.zoo.weights.forward` on the inputs encoded with
    `token_ids` and decoded with `output_values`, give those outputs: on every input for the exact
    variants (`unoptimised`, `optimised`, `reparametrised`); for `compressed` and `gd` the
-   agreement must be what the record's `compression.exact_on_inputs` claims.
+   agreement must be what the record's `compression.exact_on_inputs` claims, and a `compressed`
+   record whose interference bound claims exactness on every input (`compression.claims_exact`)
+   must be exact on its stored ones.
 
 Records that are not `ok` must hold no weights and say why (`error`). JSON stores the tuples of a
 vocabulary (e.g. digit pairs) as lists; the audit turns lists back into tuples before evaluating.
@@ -120,9 +122,14 @@ def audit_record(record: dict[str, Any]) -> str | None:
             bad = agree.index(False)
             return f"the weights give {decoded[bad]!r} on {inputs[bad]!r}, RASP {outputs[bad]!r}"
     elif record["compression"] is not None:
-        claimed = json.loads(record["compression"])["exact_on_inputs"]
+        compression = json.loads(record["compression"])
+        claimed = compression["exact_on_inputs"]
         if claimed != all(agree):
             return f"compression.exact_on_inputs says {claimed}, the weights agree on {sum(agree)}/{len(agree)} inputs"
+        if compression.get("claims_exact") and not all(agree):
+            bad = agree.index(False)
+            return (f"compression.claims_exact (the interference bound) is true, but the weights give "
+                    f"{decoded[bad]!r} on {inputs[bad]!r}, RASP {outputs[bad]!r}")
     return None
 
 

@@ -22,7 +22,7 @@ from compiler.lab.zoo.audit import audit_folder, audit_record
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.generate import generate_zoo
 from compiler.lab.zoo.loader import BatchShape, iterate_batches
-from compiler.lab.zoo.records import MEMORY, OK, TIMEOUT, run_weights
+from compiler.lab.zoo.records import MEMORY, OK, TIMEOUT, program_records, run_weights
 from compiler.lab.zoo.sampling import draw, rebuild
 from compiler.lab.zoo.shards import ZooFolderError, shard_path
 from compiler.lab.zoo.variants import compile_variants
@@ -256,6 +256,24 @@ def test_audit_passes_the_files_and_catches_tampering(tiny_zoo):
     assert "SHA-256" in audit_record(dict(row, weights=bad))
     if tensors[name].size and not metadata["numerical_output"]:
         assert "the weights give" in audit_record(dict(row, weights=bad, weights_sha256=zoo_weights.sha256(bad)))
+
+
+def test_a_compressed_claim_of_exactness_holds_and_is_audited():
+    """Program 34 of seed 0 (a categorical copy read by attention queries) was stored with
+    `claims_exact` true and wrong outputs; its claim now holds on its stored inputs. A record whose
+    bound claims exact yet whose weights are wrong fails the audit, even when `exact_on_inputs`
+    admits it."""
+    (row,) = program_records(ZooConfig(variants=("compressed",)), 34)
+    info = json.loads(row["compression"])
+    assert row["status"] == OK and info["claims_exact"] and info["exact_on_inputs"]
+    assert info["d"] < info["residual_dim"] and audit_record(row) is None
+    tensors, metadata = zoo_weights.from_bytes(row["weights"])
+    name = "compiled_transformer/unembed/w_u"
+    tensors[name] = 2 * tensors[name]  # every output value doubled
+    bad = zoo_weights.to_bytes(tensors, metadata)
+    wrong = dict(row, weights=bad, weights_sha256=zoo_weights.sha256(bad),
+                 compression=json.dumps({**info, "exact_on_inputs": False}))
+    assert "compression.claims_exact (the interference bound) is true" in audit_record(wrong)
 
 
 def test_loop_programs_are_stored_untied_with_their_tying():

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+from support import compare_with_evaluator, random_inputs
+
+from compiler import compile_rasp
 from compiler.passes.rounding import TwinMerge, representative, twin_groups
 from compiler.passes.validate import validate
 from rasp import lib, rasp
@@ -60,3 +64,28 @@ def test_twin_sums_read_out_through_a_copy_compile():
     previous = lib.shift_by(1, rasp.tokens).named("previous")
     total = rasp.numerical(rasp.LinearSequenceMap(previous, _share(), 1, 1)).named("total")
     assert validate(total, VOCAB, 32) == []
+
+
+def _reads_share_twice() -> rasp.SOp:
+    # share >= share: the evaluator only pairs a value with itself (True), though the twins
+    # 0.05 and 0.05000000000000001 compared with each other would differ.
+    share = _share()
+    return rasp.SequenceMap(lambda x, y: x >= y, share, share).named("at_least_itself")
+
+
+def test_a_lookup_reading_the_copy_twice_needs_equal_results_on_the_diagonal_only():
+    # Before: refused ("share_categorical: reads the numerical s-op share, whose values 0.05 and
+    # 0.05000000000000001 are only 6.94e-18 apart"); fuzz programs of this shape were refused.
+    assert validate(_reads_share_twice(), VOCAB, 6) == []
+    share = _share()
+    differs = rasp.SequenceMap(lambda x, y: x + y > 0.1, share, share).named("differs")
+    (problem,) = validate(differs, VOCAB, 6)  # 0.05 + 0.05 > 0.1 is False, for the other twin True
+    assert problem.startswith("share_categorical: reads the numerical s-op share") and "apart" in problem
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_a_lookup_reading_the_copy_twice_matches_the_evaluator(causal):
+    program = _reads_share_twice()
+    model = compile_rasp(program, VOCAB, 6, causal=causal)
+    inputs = random_inputs(VOCAB, 6, 200, seed=6)
+    assert compare_with_evaluator(model, program, inputs, causal, program.label) == 200
