@@ -44,6 +44,8 @@ RECIPES: dict[str, GDRecipe] = {
     "default_1e-3": GDRecipe(optimizer=_cosine(1e-3, 0.1)),
     # every compiled output value weighs the same in each batch (rare values such as hist's 5)
     "balanced": GDRecipe(loss=LossConfig.exact(balance_outputs=True)),
+    # the default with twice the budget (shuffle_dyck2 at its packed width, 5/5)
+    "default_12k": GDRecipe(steps=12_000),
 }
 
 

@@ -103,23 +103,43 @@ def accuracy(
     (:func:`~compression.learned.projection.pad_columns`: the same outputs), so every width
     shares one compiled forward pass.
     """
-    fn = _scores_fn(model, refs.kind, atol)
-    proj = None if projection is None else pad_columns(projection, model.residual_dim)
-    totals = np.zeros(4, np.float64)  # right positions, right sequences, scored positions, squared error
-    for start in range(0, len(refs.ids), batch_size):
-        sl = slice(start, start + batch_size)
-        totals += np.asarray(fn(model.params, proj, refs.ids[sl], refs.targets[sl], refs.mask[sl]), np.float64)
+    totals, _ = _score(model, projection, refs, atol, batch_size)
     good_pos, good_seq, n_pos, sq = totals
     mse = sq / max(n_pos, 1.0) if refs.kind == "numerical" else float("nan")
     return Accuracy(good_pos / max(n_pos, 1.0), int(good_seq) / max(len(refs.ids), 1), mse)
+
+
+def sequences_right(
+    model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: ReferenceSet, atol: float = 0.02,
+    batch_size: int = 4096,
+) -> np.ndarray:
+    """``[N]`` bool: whether every scored position of each input of ``refs`` is right (as in
+    :func:`accuracy`, which counts them; one byte per input comes back to the host)."""
+    return _score(model, projection, refs, atol, batch_size)[1]
+
+
+def _score(model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: ReferenceSet, atol: float,
+           batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The four totals of :func:`_scores_fn` over ``refs`` and the per-input right flags."""
+    fn = _scores_fn(model, refs.kind, atol)
+    proj = None if projection is None else pad_columns(projection, model.residual_dim)
+    totals = np.zeros(4, np.float64)  # right positions, right sequences, scored positions, squared error
+    flags = []
+    for start in range(0, len(refs.ids), batch_size):
+        sl = slice(start, start + batch_size)
+        batch_totals, right = fn(model.params, proj, refs.ids[sl], refs.targets[sl], refs.mask[sl])
+        totals += np.asarray(batch_totals, np.float64)
+        flags.append(np.asarray(right))
+    return totals, np.concatenate(flags) if flags else np.zeros(0, bool)
 
 
 _SCORES_CACHE: dict[tuple[Callable, str, float], Callable] = {}
 
 
 def _scores_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
-    """Jitted ``(params, projection, ids, targets, mask) -> [4]``: right positions, right sequences,
-    scored positions and summed squared error (0 for categorical outputs) of one batch."""
+    """Jitted ``(params, projection, ids, targets, mask) -> ([4], [B])``: right positions, right
+    sequences, scored positions and summed squared error (0 for categorical outputs) of one batch,
+    and whether each input is right at every scored position."""
     key = (model.forward, kind, atol)
     if key not in _SCORES_CACHE:
         forward = model.forward
@@ -133,9 +153,9 @@ def _scores_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
                 right = jnp.abs(out - targets) <= atol
                 err = jnp.square(out - targets)
             scored = mask > 0
-            sequences = jnp.sum(jnp.all(right | ~scored, axis=1))
-            return jnp.stack([jnp.sum(right * mask), sequences.astype(jnp.float32), jnp.sum(mask),
-                              jnp.sum(err * mask)])
+            whole = jnp.all(right | ~scored, axis=1)
+            return jnp.stack([jnp.sum(right * mask), jnp.sum(whole).astype(jnp.float32), jnp.sum(mask),
+                              jnp.sum(err * mask)]), whole
 
         _SCORES_CACHE[key] = jax.jit(scores)
     return _SCORES_CACHE[key]

@@ -17,7 +17,7 @@ import numpy as np
 
 from compression.analytic.packing import AnalyticReport, Method, interference_bound, make_projection
 from compression.analytic.structure import ResidualStructure, residual_structure
-from compression.evaluation import ReferenceSet, accuracy, nearest_value_tolerance
+from compression.evaluation import ReferenceSet, accuracy, nearest_value_tolerance, sequences_right
 from compression.learned.sampling import enumerate_inputs, sample_inputs
 from compression.task import CompressionTask
 
@@ -45,6 +45,11 @@ class ExactnessCheck:
     def is_exact(self, projection: np.ndarray | None) -> bool:
         """Whether every input's every scored position equals RASP under ``projection``."""
         return self.sequence_accuracy(projection) == 1.0
+
+    def wrong_inputs(self, projection: np.ndarray | None) -> np.ndarray:
+        """Indices (into ``refs.ids``) of the inputs with a scored position that differs from RASP
+        under ``projection`` (empty: exact)."""
+        return np.nonzero(~sequences_right(self.task.model, projection, self.refs, atol=self.atol))[0]
 
     @functools.cached_property
     def compiled_residuals(self) -> tuple[np.ndarray, ...]:

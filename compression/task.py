@@ -20,11 +20,13 @@ from compression.learned.sampling import InputSpace
 
 
 def frozen_from_compiled(compiled: CompiledModel) -> FrozenModel:
-    """The compiled model's forward pass, weights and labels as a :class:`FrozenModel`."""
+    """The compiled model's forward pass, weights and labels as a :class:`FrozenModel` (its
+    ``one_hot`` coordinates: the residual directions of categorical values, which carry a value)."""
     encoder = compiled.input_encoder
     kind = "numerical" if compiled.config.numerical_output else "categorical"
+    one_hot = tuple(i for i, direction in enumerate(compiled.residual_space.basis) if direction.value is not None)
     return FrozenModel(compiled.forward, compiled.params, tuple(compiled.residual_labels), kind,
-                       encoder.bos_id, encoder.pad_id)
+                       encoder.bos_id, encoder.pad_id, one_hot)
 
 
 def input_space_of(compiled: CompiledModel, min_length: int = 1, unique_tokens: bool = False) -> InputSpace:

@@ -180,7 +180,11 @@ def _train_until_exact(check: ExactnessCheck, config: TrainConfig, projection: n
         step = len(history["total"])
         now = time.perf_counter()
         marks.append((step, now - start - evaluating[0]))
-        exact = step >= config.fade_steps and check.is_exact(np.asarray(state.projection)[:, :kept])
+        exact = False
+        if step >= config.fade_steps:
+            wrong = check.wrong_inputs(np.asarray(state.projection)[:, :kept])
+            exact = len(wrong) == 0
+            compressor.set_replay(check.refs.ids[wrong], seed=step)  # SamplingConfig.replay_fraction
         evaluating[0] += time.perf_counter() - now
         if exact:
             found.append(step)

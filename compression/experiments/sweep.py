@@ -96,7 +96,7 @@ def _grid(lo: int, hi: int, points: int) -> list[int]:
 
 def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, curve_points: int = CURVE_POINTS,
                   quick: bool = False, patience: int = DEFAULT_PATIENCE, starts: Sequence[str] = tuple(GD_KEYS),
-                  depth: int | None = None) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
+                  depth: int | None = None, up: int | None = None) -> tuple[dict[str, Any], list[GDRun], dict[str, list]]:
     """The table row, the GD runs and the accuracy curves of one program at one size.
 
     GD (when ``recipe`` is given) scans widths (:func:`~compression.width_search.gd_width_scan`):
@@ -106,7 +106,8 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
     :func:`~compression.width_search.gd_shrink_scan` from the exact packed W. ``starts`` picks
     among the three. ``quick`` makes one scan step per start: orthogonal at the packed width, the
     others one below it. ``depth``: the orthogonal and narrowed-packed scans go at most that many
-    widths below the packed exact width (None: down to 1).
+    widths below the packed exact width (None: down to 1); ``up``: the orthogonal scan goes at most
+    that many widths above it (None: up to D - 1).
     """
     start = time.perf_counter()
     task = program_task(name, size)
@@ -118,7 +119,7 @@ def sweep_program(name: str, size: int, recipe: GDRecipe | None, seed: int = 0, 
                            "inputs": check.size, "enumerated": check.enumerated, "never_on": len(dead),
                            "classes": len(structure.classes)}
     curves = analytic_columns(row, check, structure, seed, curve_points)
-    runs = gd_columns(row, curves, check, structure, recipe, seed, quick, patience, starts, depth)
+    runs = gd_columns(row, curves, check, structure, recipe, seed, quick, patience, starts, depth, up)
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row, runs, curves
 
@@ -144,9 +145,9 @@ def analytic_columns(row: dict[str, Any], check: ExactnessCheck, structure: Resi
 
 def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessCheck, structure: ResidualStructure,
                recipe: GDRecipe | None, seed: int, quick: bool, patience: int, starts: Sequence[str],
-               depth: int | None = None) -> list[GDRun]:
+               depth: int | None = None, up: int | None = None) -> list[GDRun]:
     """Fill ``row``'s GD columns (None where not run) and ``curves``' GD curves; returns every run
-    (``depth``: see :func:`sweep_program`)."""
+    (``depth``, ``up``: see :func:`sweep_program`)."""
     big_d = structure.residual_dim
     runs: list[GDRun] = []
     for key in GD_KEYS.values():
@@ -159,7 +160,8 @@ def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessChe
     # from packed: below the packed exact width (the packed start is exact there at step 0) down
     # to the construction's smallest width (below it there is no packed start)
     floor = 1 if depth is None else max(1, packed_hi - depth)
-    widths = {"gd": range(big_d - 1, floor - 1, -1),
+    top = big_d - 1 if up is None else min(big_d - 1, packed_hi + up)
+    widths = {"gd": range(top, floor - 1, -1),
               "gd_packed": range(packed_hi - 1, max(min_width(structure, "packed"), floor) - 1, -1)}
     scan_starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
     if quick:  # one training run per start: at the packed width, and one below it
@@ -219,21 +221,25 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(), "balanced": LossConfig.exact(balance_outputs=True)}
+OBJECTIVES = {"exact": LossConfig.exact(), "paper": LossConfig(), "balanced": LossConfig.exact(balance_outputs=True),
+              "balanced-written": LossConfig.exact(balance_outputs=True, written_margin=False)}
 
 
 def add_objective_argument(parser: argparse.ArgumentParser) -> None:
     """``--objective``: the loss GD minimises (``balanced``: :meth:`LossConfig.exact` with every
     compiled output value weighing the same per batch, the default recipe's; ``exact``: without
-    that weighting; ``paper``: the paper's cross-entropy + L_layer, as the first sweeps ran)."""
+    that weighting; ``balanced-written``: ``balanced`` with the written outputs compared
+    coordinate by coordinate, as the sweeps before ``written_margin`` ran; ``paper``: the paper's
+    cross-entropy + L_layer, as the first sweeps ran)."""
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
                         help="GD's loss: balanced (default: the exactness objective, each output value weighing "
-                             "the same), exact (unweighted) or paper (cross-entropy + L_layer read back through W)")
+                             "the same), exact (unweighted), balanced-written (the written outputs compared two-sided) "
+                             "or paper (cross-entropy + L_layer read back through W)")
 
 
 def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
     """The GD recipe of an experiment run: :class:`GDRecipe` defaults with the command line's
-    steps, learning rate, weight decay, batch, check interval, seeds and objective."""
+    steps, learning rate, weight decay, batch, check interval, seeds, objective and replay share."""
     base = GDRecipe()
     quick = getattr(args, "quick", False)
     objective = getattr(args, "objective", None)
@@ -244,7 +250,9 @@ def gd_recipe_from_args(args: argparse.Namespace) -> GDRecipe:
         optimizer=dataclasses.replace(base.optimizer, lr_init=args.lr,
                                       weight_decay=base.optimizer.weight_decay if getattr(args, "weight_decay", None) is None
                                       else args.weight_decay),
-        loss=OBJECTIVES[objective] if objective else base.loss, sampling=base.sampling)
+        loss=OBJECTIVES[objective] if objective else base.loss,
+        sampling=base.sampling if getattr(args, "replay", None) is None
+        else dataclasses.replace(base.sampling, replay_fraction=args.replay))
 
 
 def write_outputs(out: Path, rows: list[dict], runs: list[dict], panels: dict, recipe: GDRecipe,
@@ -313,9 +321,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "the exact packed projection shrunk one column at a time")
     parser.add_argument("--patience", type=int, default=None,
                         help=f"GD scans stop after this many unreached widths in a row (default: {DEFAULT_PATIENCE})")
+    parser.add_argument("--gd-up", type=int, default=None,
+                        help="the orthogonal GD scan goes at most this many widths above the packed exact width "
+                             "(default: up to D - 1; 0: the packed width and below only)")
     parser.add_argument("--gd-depth", type=int, default=None,
                         help="GD scans go at most this many widths below the packed exact width (default: no limit)")
     add_objective_argument(parser)
+    parser.add_argument("--replay", type=float, default=None,
+                        help="share of every GD batch drawn from the inputs the last exactness check found wrong "
+                             f"(default: {GDRecipe().sampling.replay_fraction})")
     parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="DIR",
                         help="run nothing: merge the outputs of earlier runs (e.g. one per GD start) into --out")
     args = parser.parse_args(argv)
@@ -327,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_programs(programs)  # before any compiling
     if args.gd_depth is not None and args.gd_depth < 1:
         parser.error(f"--gd-depth must be >= 1, got {args.gd_depth}")
+    if args.gd_up is not None and args.gd_up < 0:
+        parser.error(f"--gd-up must be >= 0, got {args.gd_up}")
     sizes = args.sizes or (list(QUICK_SIZES) if args.quick else [5, 10])
     gd_sizes = set(args.gd_sizes if args.gd_sizes is not None else [min(sizes)])
     gd_programs = set(args.gd_programs if args.gd_programs is not None else programs)
@@ -338,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in programs:
             gd = recipe if size in gd_sizes and name in gd_programs else None
             row, runs, curves = sweep_program(name, size, gd, args.seed, points, args.quick, patience, args.gd_starts,
-                                              args.gd_depth)
+                                              args.gd_depth, args.gd_up)
             rows.append(row)
             all_runs += [{"program": name, "size": size, **dataclasses.asdict(r)} for r in runs]
             panels[f"{name} {size}/{size} (D={row['D']})"] = curves

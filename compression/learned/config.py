@@ -71,6 +71,11 @@ class LossConfig:
     # compiled value on the compiled side of 0 (0: not computed; see losses.hidden_loss)
     hidden_weight: float = 0.0
     hidden_margin: float = 0.25
+    # layer_target "written" only: on the model's one-hot coordinates (FrozenModel.one_hot) count only
+    # deviations towards the other side, an off value above 0 or an on value below its compiled one;
+    # an off value read negative or an on value read larger is what superposed codes give an exact
+    # model, and thresholded readers keep reading them right (see losses.written_margin)
+    written_margin: bool = False
     # weigh every position by 1 / (valid positions in the batch with its compiled output value),
     # so a rare output value counts as much as a common one (categorical outputs only)
     balance_outputs: bool = False
@@ -84,12 +89,13 @@ class LossConfig:
             raise ValueError("loss weights must be >= 0")
 
     @classmethod
-    def exact(cls, balance_outputs: bool = False) -> "LossConfig":
-        """The exactness objective: logit-gap margins, the layers' own outputs, attention patterns
-        and the signs of the ReLU pre-activations (``balance_outputs``: every compiled output
-        value weighing the same per batch)."""
+    def exact(cls, balance_outputs: bool = False, written_margin: bool = True) -> "LossConfig":
+        """The exactness objective: logit-gap margins, the layers' own outputs (their one-hot
+        coordinates one-sided, ``written_margin``; False compares every coordinate as it is),
+        attention patterns and the signs of the ReLU pre-activations (``balance_outputs``: every
+        compiled output value weighing the same per batch)."""
         return cls(categorical_target="margin", layer_target="written", attention_weight=1.0, hidden_weight=1.0,
-                   balance_outputs=balance_outputs)
+                   balance_outputs=balance_outputs, written_margin=written_margin)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +107,17 @@ class SamplingConfig:
     # draw from the enumerated pool with every length equally likely (as random sampling does),
     # instead of every sequence equally likely (which makes short inputs rare)
     balance_lengths: bool = True
+    # share of every batch drawn from the replay inputs (``Compressor.set_replay``: e.g. the inputs
+    # the last exactness check found wrong) while there are any; 0: never
+    replay_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.replay_fraction < 1.0:
+            raise ValueError(f"replay_fraction must be in [0, 1), got {self.replay_fraction}")
+
+    def replay_rows(self, batch_size: int) -> int:
+        """Rows of a batch of ``batch_size`` drawn from the replay inputs when there are any."""
+        return int(round(self.replay_fraction * batch_size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +202,9 @@ class GDRecipe:
     # the exactness objective with every output value weighing the same: exact sooner or where
     # the paper's was not (docs/compression.md, "An objective that prefers exact models")
     loss: LossConfig = LossConfig.exact(balance_outputs=True)
-    sampling: SamplingConfig = SamplingConfig()
+    # a tenth of every batch from the inputs the last exactness check found wrong: the rare ones a
+    # run otherwise ends on (docs/compression.md, "The last wrong inputs")
+    sampling: SamplingConfig = SamplingConfig(replay_fraction=0.1)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.check_every < 1 or self.seeds < 1:

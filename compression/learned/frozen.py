@@ -36,7 +36,9 @@ class FrozenModel:
     """A frozen model: pure forward function, its parameters and how to read its stream.
 
     ``forward(params, ids, projection=None)`` must be jittable and pure. ``bos_id``/``pad_id``
-    are the input ids whose positions the losses ignore.
+    are the input ids whose positions the losses ignore. ``one_hot`` lists the residual
+    coordinates that hold one value of a categorical variable (1 where it is the value, else 0);
+    ``LossConfig.written_margin`` reads them.
     """
 
     forward: ForwardFn
@@ -45,6 +47,7 @@ class FrozenModel:
     output_kind: OutputKind
     bos_id: int
     pad_id: int
+    one_hot: tuple[int, ...] = ()
 
     @property
     def residual_dim(self) -> int:
@@ -54,3 +57,5 @@ class FrozenModel:
     def __post_init__(self) -> None:
         if self.output_kind not in ("categorical", "numerical"):
             raise ValueError(f"output_kind must be 'categorical' or 'numerical', got {self.output_kind!r}")
+        if any(not 0 <= i < self.residual_dim for i in self.one_hot):
+            raise ValueError(f"one_hot holds coordinates outside 0..{self.residual_dim - 1}: {self.one_hot}")

@@ -22,7 +22,7 @@ That objective can prefer a wrong model to an exact one. A W that stores values 
 ``delta @ W @ W.T`` differs from ``delta``; and cross-entropy keeps pushing correct logits apart
 when the compiled model's own logits are only 1 apart. On ``length`` at 10/10 an exact packed W
 had a higher loss than a W that outputs a constant. The exactness objective
-(``LossConfig.exact()``) is 0 for every W under which the model reads right:
+(``LossConfig.exact()``) is built from terms that are 0 when the model reads right:
 
 * ``categorical_target="margin"``: per position, with ``g`` the logit gap (the compiled argmax's
   logit minus the largest other) of the compressed model and ``g_ref`` the compiled model's, the
@@ -30,8 +30,13 @@ had a higher loss than a W that outputs a constant. The exactness objective
   margin, whatever the logits' scale;
 * ``layer_target="written"``: per sub-layer, what it computes in residual coordinates *before* W
   writes it (``ModelOutput.written``) against the compiled sub-layer output: a thresholded lookup
-  whose pre-activations keep their sign writes exactly the compiled output, so the term is a
-  margin on those pre-activations, and it is 0 when every read is right;
+  whose pre-activations keep their sign writes exactly the compiled output. Compared coordinate
+  by coordinate it is not 0 at every exact W, though: a superposed code may read an off value
+  negative (``±e`` codes), which a copy passes on, and a lookup reading such values may write an
+  on value larger; thresholded readers and the unembedding's argmax read both right. With
+  ``written_margin`` (the default of :meth:`LossConfig.exact`) the one-hot coordinates
+  (``FrozenModel.one_hot``) count only deviations towards the other side (:func:`written_margin`),
+  which makes the exact packed W of ``dyck1`` at its packed width cost 0 instead of 5.0;
 * ``attention_weight``: the KL divergence of the compressed attention patterns from the compiled
   ones, i.e. a term on the attention logits that is 0 when every head attends as compiled;
 * ``hidden_weight``: a margin on the pre-activations of every ReLU MLP (``ModelOutput.hidden``).
@@ -52,6 +57,7 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from compression.learned.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
 from compression.learned.frozen import FrozenModel, OutputKind
@@ -170,6 +176,19 @@ def layer_vectors(residuals: Sequence[jax.Array], target: LayerTarget, include_e
     return ([residuals[0]] if include_embedding else []) + vectors
 
 
+def written_margin(predicted: jax.Array, reference: jax.Array, one_hot: Sequence[int]) -> jax.Array:
+    """``predicted`` (``[..., D]`` written outputs) with its one-hot coordinates moved to the
+    compiled value where they deviate away from the other side: an off value (compiled 0) below 0
+    and an on value above its compiled value count as right, so the squared distance to
+    ``reference`` is ``relu(v)²`` off and ``relu(c - v)²`` on. Superposed codes give exact models
+    such writes (a copy passes a value read negative on; a lookup reading an on value twice writes
+    it larger), and the readers of one-hot values, thresholded, read them right."""
+    mask = np.zeros(predicted.shape[-1], bool)
+    mask[list(one_hot)] = True  # static: elementwise selects, no gather or scatter
+    clipped = jnp.where(reference > 0.5, jnp.minimum(predicted, reference), jnp.maximum(predicted, reference))
+    return jnp.where(mask, clipped, predicted)
+
+
 def layer_loss(
     predicted: Sequence[jax.Array],
     target: Sequence[jax.Array],
@@ -217,6 +236,8 @@ def compression_loss(
         # the embedding reads nothing, so what it computes is the compiled embedding: no term
         predicted = list(compressed.written)
         reference_layers = reference_layers[len(reference_layers) - len(predicted):]
+        if config.written_margin and model.one_hot:
+            predicted = [written_margin(p, r, model.one_hot) for p, r in zip(predicted, reference_layers)]
     else:
         predicted = layer_vectors(compressed.residuals, config.layer_target, config.include_embedding)
     l_layer = layer_loss(predicted, reference_layers, mask, config.layer_reduction)

@@ -32,6 +32,7 @@ from compression.learned.sharding import DataParallel, data_parallel
 
 METRICS = ("out", "layer", "total")
 _INIT_STREAM, _DATA_STREAM = 0, 1
+_REPLAY_STREAM = 1  # folded into a step's data key
 
 
 class TrainState(NamedTuple):
@@ -57,9 +58,12 @@ class StepSpec:
     # .width); which columns and how fast is runtime data (Columns), so runs differing in it share
     # one compilation
     scaled: bool = False
+    # rows of every batch drawn from the replay inputs while there are any (Replay: runtime data)
+    replay_rows: int = 0
 
     def _key(self) -> tuple:
-        return (self.space, self.loss, self.optimizer, self.total_steps, self.batch_size, self.parallel, self.scaled)
+        return (self.space, self.loss, self.optimizer, self.total_steps, self.batch_size, self.parallel, self.scaled,
+                self.replay_rows)
 
     def __hash__(self) -> int:
         return hash((id(self.model), self._key()))
@@ -90,6 +94,32 @@ class Columns(NamedTuple):
         return self.keep * (1.0 - self.fading * progress)
 
 
+class Replay(NamedTuple):
+    """Inputs to show the trainer more often (runtime data, fixed capacity): the first ``count``
+    rows of ``ids``; ``SamplingConfig.replay_fraction`` of every batch is drawn from them."""
+
+    ids: jax.Array  # [capacity, width] int32
+    count: jax.Array  # int32 scalar: valid rows (0: none, the batch is drawn as usual)
+
+    @classmethod
+    def of(cls, ids: np.ndarray, capacity: int, width: int, seed: int = 0) -> "Replay":
+        """At most ``capacity`` rows of ``ids`` (a seeded choice when there are more), padded."""
+        ids = np.asarray(ids, np.int32).reshape(-1, width)
+        if len(ids) > capacity:
+            ids = ids[np.sort(np.random.default_rng(seed).choice(len(ids), capacity, replace=False))]
+        held = np.zeros((max(capacity, 1), width), np.int32)
+        held[:len(ids)] = ids
+        return cls(jnp.asarray(held), jnp.asarray(len(ids), jnp.int32))
+
+    def mix(self, key: jax.Array, ids: jax.Array, rows: int) -> jax.Array:
+        """``ids`` with its first ``rows`` rows replaced by replay rows drawn uniformly (with
+        replacement), or unchanged while there are none."""
+        if not rows:
+            return ids
+        drawn = self.ids[jax.random.randint(key, (rows,), 0, jnp.maximum(self.count, 1))]
+        return ids.at[:rows].set(jnp.where(self.count > 0, drawn, ids[:rows]))
+
+
 def column_scale(d: int, fade: tuple[int, int], step: jax.Array | int, width: int | None = None) -> jax.Array:
     """Per column of W, the factor applied at ``step``: 1, for the last ``fade[0]`` of the ``d``
     columns ``max(0, 1 - step / fade[1])``, and 0 for the columns beyond d up to ``width``."""
@@ -97,9 +127,11 @@ def column_scale(d: int, fade: tuple[int, int], step: jax.Array | int, width: in
 
 
 def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None,
-          columns: Columns, state: TrainState, _: Any) -> tuple[TrainState, jax.Array]:
+          columns: Columns, replay: Replay, state: TrainState, _: Any) -> tuple[TrainState, jax.Array]:
     pool_ids, pool_probs = pool if pool is not None else (None, None)
-    ids = draw_batch(jax.random.fold_in(data_key, state.step), spec.space, spec.batch_size, pool_ids, pool_probs)
+    step_key = jax.random.fold_in(data_key, state.step)
+    ids = draw_batch(step_key, spec.space, spec.batch_size, pool_ids, pool_probs)
+    ids = replay.mix(jax.random.fold_in(step_key, _REPLAY_STREAM), ids, spec.replay_rows)
     ids = jax.lax.with_sharding_constraint(ids, spec.parallel.batch)
     model = dataclasses.replace(spec.model, params=params)
     if spec.scaled:  # static: runs without fading or padding trace no scaling at all
@@ -118,8 +150,8 @@ def _step(spec: StepSpec, params: Any, data_key: jax.Array, pool: tuple[jax.Arra
 
 @functools.partial(jax.jit, static_argnames=("spec", "length"), donate_argnums=0)
 def _run_chunk(state: TrainState, params: Any, data_key: jax.Array, pool: tuple[jax.Array, jax.Array] | None,
-               columns: Columns, *, spec: StepSpec, length: int) -> tuple[TrainState, jax.Array]:
-    step = functools.partial(_step, spec, params, data_key, pool, columns)
+               columns: Columns, replay: Replay, *, spec: StepSpec, length: int) -> tuple[TrainState, jax.Array]:
+    step = functools.partial(_step, spec, params, data_key, pool, columns, replay)
     state, metrics = jax.lax.scan(step, state, None, length=length)
     return jax.lax.with_sharding_constraint(state, spec.parallel.replicated), metrics
 
@@ -160,13 +192,14 @@ class Compressor:
         self.optimizer = make_optimizer(config.optimizer, config.steps)
         scaled = bool(config.fade_columns) or config.held_width > config.d
         self.spec = StepSpec(model, space, config.loss, config.optimizer, config.steps, config.batch_size,
-                             self.parallel, scaled)
+                             self.parallel, scaled, config.sampling.replay_rows(config.batch_size))
         self._columns = jax.device_put(Columns.of(config.d, (config.fade_columns, config.fade_steps),
                                                   config.held_width), self.parallel.replicated)
         pool = training_pool(space, config.sampling)
         rep = self.parallel.replicated
         self._pool = None if pool is None else jax.device_put((jnp.asarray(pool.ids), jnp.asarray(pool.probs)), rep)
         self._params = jax.device_put(model.params, rep)
+        self.set_replay(np.zeros((0, space.width), np.int32))
         base_key = jax.random.key(config.seed)
         self._init_key = jax.random.fold_in(base_key, _INIT_STREAM)
         self._data_key = jax.device_put(jax.random.fold_in(base_key, _DATA_STREAM), rep)
@@ -193,6 +226,15 @@ class Compressor:
             w = w * np.asarray(self._columns.scale(int(state.step)))
         return w[:, :self.config.d]
 
+    def set_replay(self, ids: np.ndarray, seed: int = 0) -> None:
+        """Draw ``config.sampling.replay_fraction`` of every later batch from these input rows
+        (``[n, width]`` ids; at most a batch of them is kept, a ``seed``-ed choice; none: batches
+        as usual). Callers set them between chunks, e.g. to the inputs an exactness check found
+        wrong (``compression.width_search``). They are not checkpointed: a resumed run repeats
+        an uninterrupted one bit for bit only with the same calls."""
+        replay = Replay.of(ids, self.spec.replay_rows and self.config.batch_size, self.space.width, seed)
+        self._replay = jax.device_put(replay, self.parallel.replicated)
+
     def _place(self, state: TrainState) -> TrainState:
         return jax.device_put(state, self.parallel.replicated)
 
@@ -210,8 +252,8 @@ class Compressor:
 
     def run_chunk(self, state: TrainState, length: int) -> tuple[TrainState, np.ndarray]:
         """``length`` fused steps from ``state``; returns the new state and ``[length, 3]`` losses."""
-        state, metrics = _run_chunk(state, self._params, self._data_key, self._pool, self._columns, spec=self.spec,
-                                    length=length)
+        state, metrics = _run_chunk(state, self._params, self._data_key, self._pool, self._columns, self._replay,
+                                    spec=self.spec, length=length)
         return state, np.asarray(metrics)
 
     # --- the driver --------------------------------------------------------------------------

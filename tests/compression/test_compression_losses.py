@@ -10,6 +10,7 @@ import compression_fake as fake
 from compression.learned.config import LossConfig
 from compression.learned.losses import (
     attention_loss, compression_loss, hidden_loss, layer_loss, output_balance, layer_vectors, output_loss, position_mask,
+    written_margin,
 )
 
 IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD
@@ -132,3 +133,16 @@ def test_output_balance_weighs_each_compiled_output_value_the_same():
     mask = jnp.concatenate([MASK, MASK])
     weights = output_balance(target, mask) * mask
     np.testing.assert_allclose(np.asarray(weights), [[0, 1 / 3, 1 / 3, 0], [0, 1 / 3, 1, 0]], rtol=1e-6)
+
+
+def test_written_margin_counts_only_one_hot_deviations_towards_the_other_side():
+    # coordinates 0 and 1 one-hot (off, on), 2 numerical (compiled 0.5)
+    compiled = jnp.asarray([[[0.0, 1.0, 0.5]]])
+    harmless = jnp.asarray([[[-1.0, 3.0, 0.5]]])  # off read negative, on read larger: as compiled
+    np.testing.assert_array_equal(np.asarray(written_margin(harmless, compiled, (0, 1))), [[[0.0, 1.0, 0.5]]])
+    harmful = jnp.asarray([[[0.25, 0.5, -0.5]]])  # off above 0, on below 1, any numerical move: kept
+    np.testing.assert_array_equal(np.asarray(written_margin(harmful, compiled, (0, 1))), np.asarray(harmful))
+    mask = jnp.ones((1, 1))
+    assert float(layer_loss([written_margin(harmless, compiled, (0, 1))], [compiled], mask)) == 0.0
+    assert float(layer_loss([written_margin(harmful, compiled, (0, 1))], [compiled], mask)) == pytest.approx(
+        0.25 ** 2 + 0.5 ** 2 + 1.0)

@@ -25,7 +25,7 @@ from compression.learned.train import Compressor, _run_chunk
 config = TrainConfig(d=10, steps=60, batch_size=32, chunk_size=20, seed=3, optimizer=OptimizerConfig(lr_init=1e-3))
 c = Compressor(fake.frozen_model(), fake.input_space(), config)
 state = c.init_state()
-hlo = _run_chunk.lower(state, c._params, c._data_key, c._pool, c._columns, spec=c.spec, length=20).compile().as_text()
+hlo = _run_chunk.lower(state, c._params, c._data_key, c._pool, c._columns, c._replay, spec=c.spec, length=20).compile().as_text()
 state, _ = c.run_chunk(state, 20)
 spec = c.spec.parallel
 result = c.train(progress=False)

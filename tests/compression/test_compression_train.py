@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -149,3 +150,32 @@ def test_a_padded_width_trains_the_same_w_and_compiles_once_for_every_d():
     assert _run_chunk._cache_size() == compiled and narrower.projection.shape == (width, 4)
     with pytest.raises(ValueError, match="width must be >= d"):
         TrainConfig(d=5, width=4)
+
+
+def test_replay_inputs_fill_their_share_of_every_batch_and_none_change_nothing():
+    """``SamplingConfig.replay_fraction``: that share of each batch comes from the rows given to
+    ``set_replay``; with no rows the run is the plain one, bit for bit."""
+    from compression.learned.config import SamplingConfig
+    from compression.learned.train import Replay
+
+    space = fake.input_space()
+    row = np.asarray([[space.bos_id, 3, 3, 0, space.pad_id, space.pad_id]], np.int32)
+    replay = Replay.of(row, capacity=4, width=space.width)
+    assert int(replay.count) == 1 and replay.ids.shape == (4, space.width)
+    batch = jnp.zeros((8, space.width), jnp.int32)
+    mixed = np.asarray(replay.mix(jax.random.key(0), batch, 3))
+    assert (mixed[:3] == row).all() and (mixed[3:] == 0).all()
+    empty = Replay.of(np.zeros((0, space.width)), capacity=4, width=space.width)
+    assert (np.asarray(empty.mix(jax.random.key(0), batch, 3)) == 0).all()
+    many = Replay.of(np.arange(10 * space.width).reshape(10, space.width), capacity=4, width=space.width, seed=1)
+    assert int(many.count) == 4  # a seeded choice of 4 of the 10 rows
+    assert set(np.asarray(many.ids)[:, 0] // space.width) <= set(range(10))
+
+    config = dataclasses.replace(CONFIG, sampling=SamplingConfig(replay_fraction=0.25))
+    assert config.sampling.replay_rows(config.batch_size) == 8
+    np.testing.assert_array_equal(_train(config).projection, _train().projection)
+    replayed = Compressor(MODEL, space, config)
+    replayed.set_replay(row)
+    assert not np.array_equal(replayed.train(progress=False).projection, _train().projection)
+    with pytest.raises(ValueError, match="replay_fraction"):
+        SamplingConfig(replay_fraction=1.0)

@@ -18,7 +18,7 @@ from compression.experiments.sweep import program_task
 from compression.learned.config import GDRecipe, LossConfig
 from compression.learned.losses import compression_loss
 from compression.learned.projection import init_projection
-from compression.width_search import gd_run
+from compression.width_search import analytic_exact_width, gd_run
 
 
 def _loss(task, w, ids, config):
@@ -56,3 +56,28 @@ def test_gd_from_an_orthogonal_start_reaches_exactness_on_length_at_the_packed_w
     d = packed_width(structure)
     run, w = gd_run(check, d, GDRecipe(seeds=1), "orthogonal", structure, seed=0)
     assert run.exact and run.steps_to_exact > 0 and check.is_exact(w)
+
+
+def test_written_margin_gives_superposed_exact_codes_zero_loss_on_dyck1():
+    """The packed W of dyck1 at its measured exact width (32, one below the full-margin width)
+    reads `closed` from a ±e code: a copy passes
+    -1 on for the off value, and the last lookup writes its on value 3 times over. Both are read
+    right (thresholded readers, the unembedding's argmax), but compared coordinate by coordinate the
+    written outputs cost 5.0; with their one-hot coordinates one-sided the W costs nothing, and
+    inexact W's still do."""
+    task = program_task("dyck1", 5)
+    check = exactness_check(task)
+    structure = residual_structure(task.compiled, never_on(check))
+    d = analytic_exact_width(check, structure, "packed")
+    assert d == packed_width(structure) - 1
+    packed = packed_projection(structure, d)
+    assert check.is_exact(packed)
+    ids = np.asarray(check.refs.ids)
+    two_sided = _loss(task, packed, ids, LossConfig.exact(written_margin=False))
+    assert two_sided == pytest.approx(5.0, abs=0.05)
+    assert _loss(task, packed, ids, LossConfig.exact()) < 1e-4
+    narrowed = packed.copy()
+    narrowed[:, -1] = 0
+    orthogonal = np.asarray(init_projection(jax.random.key(0), task.model.residual_dim, packed.shape[1], "orthogonal"))
+    for w in (narrowed, orthogonal):
+        assert not check.is_exact(w) and _loss(task, w, ids, LossConfig.exact()) > 1e-2

@@ -50,6 +50,7 @@ def test_recipe_builds_the_trainer_config():
                                  optimizer=recipe.optimizer, loss=recipe.loss, sampling=recipe.sampling)
     assert recipe.optimizer.schedule == "warmup_cosine" and recipe.optimizer.lr_init == 1e-2
     assert recipe.optimizer.weight_decay == 0.1 and recipe.loss == LossConfig.exact(balance_outputs=True)
+    assert recipe.loss.written_margin and recipe.sampling.replay_fraction == 0.1
     assert GDRecipe(steps=100, check_every=250).train_config(5, 0).chunk_size == 100
     with pytest.raises(ValueError, match="seeds"):
         GDRecipe(seeds=0)
@@ -125,3 +126,20 @@ def test_shrink_scan_fades_one_column_per_width():
         assert 1 <= len(mine) <= 2 and (d in scan.reached) == any(r.exact for r in mine)
     if len(scan.tried) < 3:  # stopped early: the last width tried was not reached (patience 1)
         assert scan.tried[-1] not in scan.reached
+
+
+def test_wrong_inputs_are_those_with_a_position_unlike_rasp():
+    from compression.evaluation import predict
+    from compression.learned.projection import init_projection
+    import jax
+
+    task = program_task("length", 3)
+    check = exactness_check(task)
+    assert check.wrong_inputs(None).size == 0
+    w = np.asarray(init_projection(jax.random.key(0), task.model.residual_dim, 4, "orthogonal"))
+    predicted = np.asarray(predict(task.model, w, check.refs.ids))
+    differs = ((predicted != check.refs.targets) & (check.refs.mask > 0)).any(axis=1)
+    wrong = check.wrong_inputs(w)
+    assert 0 < len(wrong) < check.size
+    np.testing.assert_array_equal(wrong, np.nonzero(differs)[0])
+    assert len(wrong) / check.size == 1 - check.sequence_accuracy(w)
