@@ -63,6 +63,8 @@ def decoded(output: jax.Array, numerical: bool, threshold: float | jax.Array | N
     if numerical:
         return output[..., 0]
     xp = _module(output)
+    if output.shape[-1] == 0:  # no output value at all (the program is None everywhere): all None
+        return xp.full(output.shape[:-1], -1, dtype=xp.int32)
     output = output if valid is None else xp.where(valid, output, -np.inf)
     best = xp.argmax(output, axis=-1)
     if threshold is None:

@@ -20,6 +20,7 @@ from compiler.lab.circuits.components import AttentionLayer, Component, MLPLayer
 from compiler.lab.circuits.measure import setup
 from compiler.lab.circuits.methods import edge_patching_scores
 from compiler.lab.circuits.patching import bucket, edge_keeps, forward, forward_many, layout, source_outputs
+from compiler.lab.circuits.readout import decoded
 from compiler.model.config import MASKED_LOGIT
 from craft.blocks import activate
 
@@ -149,3 +150,15 @@ def test_networks_of_one_bucket_share_a_shape_and_the_single_edge_sweep_is_reuse
     s = setup(nets[0], _ids(nets[0], rng, batch=8, length=6), "zero")
     assert edge_patching_scores(s) is not edge_patching_scores(s, sharpness=20.0)
     assert list(s.cache) == [("single", False)]  # both read from one sweep
+
+
+@pytest.mark.parametrize("as_jax", [False, True])
+def test_an_output_with_no_values_decodes_to_none_everywhere(as_jax):
+    """A categorical program that is None at every position compiles to an unembedding with no
+    columns (random program 17 of the circuit benchmark): every position decodes to None (-1),
+    with or without the empty threshold, instead of failing in argmax."""
+    output = np.zeros((2, 4, 0), np.float32)
+    output = jnp.asarray(output) if as_jax else output
+    for threshold in (None, 0.5):
+        got = np.asarray(decoded(output, False, threshold))
+        assert got.shape == (2, 4) and (got == -1).all()
