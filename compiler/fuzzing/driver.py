@@ -226,6 +226,9 @@ def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | 
                         help="with --results: check again the stored programs whose status or "
                              "refusal reason contains TEXT (repeatable)")
     args = parser.parse_args(argv)
+    if args.program_timeout <= 0:
+        print(f"error: --program-timeout must be positive, got {args.program_timeout:g}", file=sys.stderr)
+        return 2
     options = Options(
         programs=args.programs, seed=args.seed, inputs=args.inputs, jax_every=args.jax_every,
         out=args.out, shrink=not args.no_shrink,
@@ -246,9 +249,6 @@ def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | 
     started = time.perf_counter()
     results = dict(stored)
     bar = tqdm(total=len(todo), unit="program", desc="fuzz", disable=args.quiet, file=sys.stderr, mininterval=5)
-    if args.program_timeout <= 0:
-        print(f"error: --program-timeout must be positive, got {args.program_timeout:g}", file=sys.stderr)
-        return 2
     for done, result in enumerate(run(options, args.jobs, todo, args.program_timeout), start=1):
         results[result.index] = result
         bar.update()

@@ -134,24 +134,24 @@ def _prefix_sums(x: jax.Array) -> jax.Array:
     return (within + offsets[..., None]).reshape(x.shape[:-1] + (count * block,))[..., : n + 1]
 
 
-def _apply_interval(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:
-    """Column `j` is `value_j * (S[hi_j] - S[lo_j])`, `S` the prefix sums of the permuted input."""
-    perm, lo, hi, entry = spec.interval
-    padded = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])
-    values = padded[jnp.asarray(entry)]
-    sums = _prefix_sums(jnp.take(x, jnp.asarray(perm), axis=-1))
+def _interval_columns(sums: jax.Array, lo: np.ndarray, hi: np.ndarray, entry: np.ndarray, param: jax.Array) -> jax.Array:
+    """Column `j` is `value_j * (S[hi_j] - S[lo_j])` from the prefix sums `S` of the permuted
+    input; `entry` indexes each column's weight in `param` (its length: an appended zero)."""
+    values = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])[jnp.asarray(entry)]
     return (jnp.take(sums, jnp.asarray(hi), axis=-1) - jnp.take(sums, jnp.asarray(lo), axis=-1)) * values
+
+
+def _apply_interval(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:
+    """`x @ W` in the interval form (`SparseLinear.interval`)."""
+    perm, lo, hi, entry = spec.interval
+    return _interval_columns(_prefix_sums(jnp.take(x, jnp.asarray(perm), axis=-1)), lo, hi, entry, param)
 
 
 def _shared_interval(shared: tuple, param_q: jax.Array, param_k: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """`(x @ W_Q, x @ W_K)` from one prefix sum (`HeadSpec.shared_interval`)."""
-    coords, *sides = shared
+    coords, (lo_q, hi_q, entry_q), (lo_k, hi_k, entry_k) = shared
     sums = _prefix_sums(jnp.take(x, jnp.asarray(coords), axis=-1))
-    out = []
-    for (lo, hi, entry), param in zip(sides, (param_q, param_k)):
-        values = jnp.concatenate([param, jnp.zeros((1,), param.dtype)])[jnp.asarray(entry)]
-        out.append((jnp.take(sums, jnp.asarray(hi), axis=-1) - jnp.take(sums, jnp.asarray(lo), axis=-1)) * values)
-    return out[0], out[1]
+    return _interval_columns(sums, lo_q, hi_q, entry_q, param_q), _interval_columns(sums, lo_k, hi_k, entry_k, param_k)
 
 
 def _apply_ell(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:

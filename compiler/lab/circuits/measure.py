@@ -46,7 +46,7 @@ class PatchingSetup:
     clean: jax.Array  # [B, T, n]
     scored: jax.Array  # [B, T] bool: positions whose decoded output counts
     ablation: str
-    prepared: Prepared | None = dataclasses.field(default=None, repr=False)
+    prepared: Prepared = dataclasses.field(repr=False)
     cache: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -79,8 +79,6 @@ def changed(s: PatchingSetup, patched: jax.Array) -> jax.Array:
 def run_sweep(s: PatchingSetup, keeps: np.ndarray, sharpness: tuple[float, ...] = SWEEP_SHARPNESS,
               chunk: int = CHUNK) -> Sweep:
     """`patching.sweep` of keep masks `[M, P, S, T]` on `s`."""
-    if s.prepared is None:
-        raise ValueError("this PatchingSetup was built by hand without its padded inputs; build it with setup()")
     return sweep(s.prepared, keeps, sharpness, chunk)
 
 

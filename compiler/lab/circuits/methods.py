@@ -50,8 +50,6 @@ def acdc_scores(s: PatchingSetup, threshold: float = 1e-3, sharpness: float = 1.
     """`(scores, circuit)` of ACDC's greedy pass (edges whose removal grew the divergence by at
     least `threshold` stay in the circuit; `sharpness`: see `readout.divergence`)."""
     net = s.net
-    if s.prepared is None:
-        raise ValueError("this PatchingSetup was built by hand without its padded inputs; build it with setup()")
     run = lambda keep: divergence_of(s.prepared, keep, sharpness)
     ports, sources = net.edge_index
     keep = np.ones((len(net.ports), len(net.sources), s.length), np.float32)
@@ -73,7 +71,5 @@ def acdc_scores(s: PatchingSetup, threshold: float = 1e-3, sharpness: float = 1.
 def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
     """Absolute attribution-patching estimate per edge (or `(edge, position)`): one forward and
     one backward pass (`patching.keep_gradient`)."""
-    if s.prepared is None:
-        raise ValueError("this PatchingSetup was built by hand without its padded inputs; build it with setup()")
     # d metric / d keep = -(effect of ablating), to first order
     return np.abs(keep_gradient(s.prepared, per_position).ravel())

@@ -16,10 +16,10 @@ patched output as changed-output counts and divergences (`readout`) before it le
 
 **Shape buckets.** XLA compiles one program per array shape, and on these small networks a
 compile costs far more than the patched runs it serves. So a network runs in a padded *layout*
-(`layout`): its sub-layers packed into blocks of (attention, MLP) in forward order, and every
-dimension (blocks, heads per block, head width, MLP width, residual width, vocabulary,
-positions, output columns) rounded up to the next of 1, 2, 3, 4, 6, 8, 12, 16, ... (powers of
-two and 1.5 times them). Padding is exact zeros: a padded head or MLP writes 0, a padded
+(`layout`): its sub-layers packed into blocks of (attention, MLP) in forward order, every
+dimension (blocks, heads per block, head width, MLP width, residual width, vocabulary, output
+columns) rounded up to a power of two, and positions and inputs to the next of 1, 2, 3, 4, 6,
+8, 12, 16, ... (`bucket`: powers of two and 1.5 times them). Padding is exact zeros: a padded head or MLP writes 0, a padded
 position holds PAD (masked as a key, never scored), a padded output column is masked out of
 every readout, and a port reads a padded or downstream source with keep 1, adding 0. The blocks
 run in a `lax.scan`, so a compile does not grow with depth. Networks of one bucket (programs,
@@ -330,28 +330,27 @@ def _forward(shape: Shape, weights: tuple, keep: jax.Array, ids: jax.Array, ref:
     return _run(shape, weights, keep, ids, ref, pad_id, causal)
 
 
-def _statics(lay: Layout) -> tuple[jax.Array, jax.Array]:
-    return lay.statics
-
-
 def forward(net: Network, keep: jax.Array, ids: jax.Array, reference: jax.Array) -> jax.Array:
     """Scored output `[B, T, n]` (n = 1 for a numerical output) with edges weighted by `keep`
     `[P, S, T]` and ablated terms taken from `reference` `[S, B, T, d]`."""
     lay = layout(net)
     length = np.shape(ids)[-1]
     logits, _ = _forward(lay.shape, lay.weights, jnp.asarray(lay.pad_keeps(np.asarray(keep)[None])[0]),
-                         jnp.asarray(lay.pad_ids(ids)), jnp.asarray(lay.pad_sources(reference)), *_statics(lay))
+                         jnp.asarray(lay.pad_ids(ids)), jnp.asarray(lay.pad_sources(reference)), *lay.statics)
     return jnp.asarray(np.asarray(logits)[: np.shape(ids)[0], :length, : lay.outputs])
 
 
 def source_outputs(net: Network, ids: jax.Array) -> jax.Array:
     """What every source writes on the unpatched model, `[S, B, T, d]`."""
     lay = layout(net)
-    padded = jnp.asarray(lay.pad_ids(ids))
+    return lay.real_sources(_unpatched_sources(lay, jnp.asarray(lay.pad_ids(ids))), *np.shape(ids))
+
+
+def _unpatched_sources(lay: Layout, padded: jax.Array) -> jax.Array:
+    """What every padded source writes on the unpatched model for padded ids: `[S', B', T', D']`."""
     keep = jnp.ones((lay.ports, lay.sources), jnp.float32)
     zeros = jnp.zeros((lay.sources,) + padded.shape + (lay.shape.width,), jnp.float32)
-    _, outs = _forward(lay.shape, lay.weights, keep, padded, zeros, *_statics(lay))
-    return lay.real_sources(outs, *np.shape(ids))
+    return _forward(lay.shape, lay.weights, keep, padded, zeros, *lay.statics)[1]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -381,9 +380,7 @@ def prepare(net: Network, ids: np.ndarray, kind: int, order: np.ndarray) -> tupl
     ids = np.asarray(ids, np.int32)
     rows = lay.pad_ids(ids)
     padded = jnp.asarray(rows)
-    keep = jnp.ones((lay.ports, lay.sources), jnp.float32)
-    zeros = jnp.zeros((lay.sources,) + padded.shape + (lay.shape.width,), jnp.float32)
-    _, outs = _forward(lay.shape, lay.weights, keep, padded, zeros, *_statics(lay))
+    outs = _unpatched_sources(lay, padded)
     order = np.concatenate([np.asarray(order), np.arange(len(ids), len(rows))])  # a padded input keeps its own
     ref = _ablated_terms(jnp.int32(kind), jnp.asarray(rows != net.pad_id, jnp.float32), jnp.asarray(order, jnp.int32), outs)
     scored = rows != net.pad_id
@@ -442,7 +439,7 @@ def sweep(p: Prepared, keeps: np.ndarray, sharpness: Sequence[float] = SWEEP_SHA
     lay = p.layout
     net = lay.net
     before = (lay.shape, net.numerical, net.empty_threshold is not None, lay.weights)
-    after = (p.ids, p.reference, *_statics(lay), *_readout_args(p),
+    after = (p.ids, p.reference, *lay.statics, *_readout_args(p),
              jnp.asarray((tuple(sharpness) * 2)[:2], jnp.float32))
     outputs, counts, divergences = [], [], []
     for start in range(0, len(keeps), chunk):
@@ -475,7 +472,7 @@ def divergence_of(p: Prepared, keep: np.ndarray, sharpness: float) -> float:
     clean, scored, valid, threshold, _ = _readout_args(p)
     value = _patched_divergence(lay.shape, net.numerical, net.empty_threshold is not None, lay.weights,
                                 jnp.asarray(lay.pad_keeps(np.asarray(keep)[None])[0]), p.ids, p.reference,
-                                *_statics(lay), clean, scored, valid, threshold, jnp.asarray([sharpness], jnp.float32))
+                                *lay.statics, clean, scored, valid, threshold, jnp.asarray([sharpness], jnp.float32))
     return float(value[0])
 
 
@@ -494,8 +491,7 @@ def _gradient(shape: Shape, numerical: bool, threshold_on: bool, weights: tuple,
               ref: jax.Array, pad_id: jax.Array, causal: jax.Array, clean: jax.Array, scored: jax.Array,
               valid: jax.Array, threshold: jax.Array) -> jax.Array:
     threshold = threshold if threshold_on else None
-    columns = valid if threshold is None else jnp.concatenate([valid, jnp.ones((1,), bool)])
-    answer = jnp.argmax(jnp.where(columns, readout.with_empty(clean, threshold), -jnp.inf), axis=-1)
+    answer = readout.answer(clean, threshold, valid)
 
     def metric(keep: jax.Array) -> jax.Array:
         out = _run(shape, weights, keep, ids, ref, pad_id, causal)[0]
@@ -513,7 +509,7 @@ def keep_gradient(p: Prepared, per_position: bool = False) -> np.ndarray:
     shape = (lay.ports, lay.sources) + ((p.ids.shape[-1],) if per_position else ())
     clean, scored, valid, threshold, _ = _readout_args(p)
     grad = np.asarray(_gradient(lay.shape, net.numerical, net.empty_threshold is not None, lay.weights,
-                                jnp.ones(shape, jnp.float32), p.ids, p.reference, *_statics(lay), clean, scored, valid,
+                                jnp.ones(shape, jnp.float32), p.ids, p.reference, *lay.statics, clean, scored, valid,
                                 threshold))
     ports, sources = net.edge_index
     per_edge = grad[lay.port_slot[ports], lay.source_slot[sources]]

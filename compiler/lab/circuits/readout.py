@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["SHARP", "answer_log_probability", "changed", "decoded", "divergence", "with_empty"]
+__all__ = ["SHARP", "answer", "answer_log_probability", "changed", "decoded", "divergence", "with_empty"]
 
 # An inverse temperature at which the softmax of a compiled one-hot model's logits follows its
 # decoded output: with margins of at least 0.5 (logits 0 or 1, the empty threshold 0.5) the
@@ -30,13 +30,14 @@ __all__ = ["SHARP", "answer_log_probability", "changed", "decoded", "divergence"
 SHARP = 20.0
 
 
-def _masked(logits: jax.Array, valid: jax.Array | None) -> jax.Array:
-    return logits if valid is None else jnp.where(valid, logits, -jnp.inf)
-
-
 def _module(array):
     """numpy for numpy arrays (no compile per shape on the host), else jax.numpy."""
     return np if isinstance(array, np.ndarray) else jnp
+
+
+def _masked(logits: jax.Array, valid: jax.Array | None) -> jax.Array:
+    """`logits` with the columns outside `valid` (padded ones) at -inf."""
+    return logits if valid is None else _module(logits).where(valid, logits, -np.inf)
 
 
 def with_empty(logits: jax.Array, threshold: float | jax.Array | None) -> jax.Array:
@@ -65,7 +66,7 @@ def decoded(output: jax.Array, numerical: bool, threshold: float | jax.Array | N
     xp = _module(output)
     if output.shape[-1] == 0:  # no output value at all (the program is None everywhere): all None
         return xp.full(output.shape[:-1], -1, dtype=xp.int32)
-    output = output if valid is None else xp.where(valid, output, -np.inf)
+    output = _masked(output, valid)
     best = xp.argmax(output, axis=-1)
     if threshold is None:
         return best
@@ -107,6 +108,12 @@ def divergence(clean: jax.Array, patched: jax.Array, scored: jax.Array, numerica
         per_position = jnp.sum(terms, axis=-1)
     weight = scored.astype(jnp.float32)
     return jnp.sum(per_position * weight, axis=(-1, -2)) / jnp.maximum(weight.sum(), 1.0)
+
+
+def answer(clean: jax.Array, threshold: float | jax.Array | None, valid: jax.Array | None = None) -> jax.Array:
+    """`[..., B, T]`: the column the clean output decodes to among its columns and the empty one
+    (the last column: "none"), the answer `answer_log_probability` reads."""
+    return jnp.argmax(_masked(with_empty(clean, threshold), _with_empty_valid(valid, threshold)), axis=-1)
 
 
 def answer_log_probability(output: jax.Array, answer: jax.Array, scored: jax.Array, numerical: bool,
