@@ -77,7 +77,7 @@ def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[d
     if bad:
         raise ValueError(f"the program is undefined on {bad} of the {args.inputs} sampled inputs; skipped")
     built = make_variant(variant, program, vocab, max_seq_len, seed=args.seed, unique_tokens=unique, gd_steps=args.gd_steps)
-    if not built.net.numerical and built.net.unembed.shape[1] == 0:
+    if not built.net.numerical and built.net.unembed[:, built.net.columns].shape[1] == 0:  # the scored columns
         raise ValueError("the program is None at every position (no output value): its circuit is empty and no "
                          "method can be scored; skipped")
     rows = []

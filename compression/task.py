@@ -48,6 +48,11 @@ class CompressionTask:
     space: InputSpace
     causal: bool = False
 
+    def __post_init__(self) -> None:
+        if self.model.output_kind == "categorical" and not getattr(self.compiled.output_encoder, "values", True):
+            raise ValueError(f"task {self.name!r}: the program's output has no values (it is None at every "
+                             "position), so no projection can be scored against it; there is nothing to compress")
+
     def reference(self, tokens: list[Hashable]) -> list[Any]:
         """The RASP evaluator's output on ``tokens`` (the ground truth for accuracy)."""
         return rasp.evaluate(self.program, tokens, causal=self.causal)

@@ -125,3 +125,17 @@ def test_warmup_cosine_schedule_rises_then_follows_a_cosine():
         OptimizerConfig(schedule="step")
     with pytest.raises(ValueError, match="warmup_fraction"):
         OptimizerConfig(warmup_fraction=1.0)
+
+
+def test_a_program_with_no_output_value_is_refused_before_any_compression():
+    """A categorical program None at every position (a selector that never selects: `k > q` and
+    `k < q`) compiles to an output with no value; a compression task of it is refused with the
+    reason, not left to fail in an argmax over zero columns later."""
+    from compression.task import make_task
+    from rasp import rasp
+
+    never = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.GT) & rasp.Select(
+        rasp.indices, rasp.indices, rasp.Comparison.LT)
+    program = rasp.Aggregate(never, rasp.tokens).named("never")
+    with pytest.raises(ValueError, match="task 'never': the program's output has no values"):
+        make_task("never", program, {1, 2, 3}, 4)
