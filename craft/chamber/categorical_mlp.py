@@ -81,14 +81,20 @@ def _output_indices(output_space: VectorSpaceWithBasis, results: Sequence[Any]) 
     return out
 
 
+def _matrix(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape: tuple[int, int]) -> np.ndarray | sparse.csr_array:
+    """The matrix with `data[n]` at `(rows[n], cols[n])` (distinct positions), as scipy.sparse
+    when `shape` is large (`craft.maps.builds_sparse`), else dense."""
+    if builds_sparse(*shape):
+        return sparse.csr_array((data, (rows, cols)), shape=shape)
+    matrix = np.zeros(shape)
+    matrix[rows, cols] = data
+    return matrix
+
+
 def _one_per_row(cols: np.ndarray, shape: tuple[int, int]) -> np.ndarray | sparse.csr_array:
     """The 0/1 matrix with a 1 at (i, cols[i]) for every row whose cols[i] >= 0."""
     rows = np.nonzero(cols >= 0)[0]
-    if builds_sparse(*shape):
-        return sparse.csr_array((np.ones(rows.size), (rows, cols[rows])), shape=shape)
-    matrix = np.zeros(shape)
-    matrix[rows, cols[rows]] = 1.0
-    return matrix
+    return _matrix(rows, cols[rows], np.ones(rows.size), shape)
 
 
 def _numerical_outputs(results: Sequence[Any], what: str) -> np.ndarray:
@@ -181,14 +187,8 @@ def _narrow_lookup(
     out_rows = np.arange(len(units))
     out_cols = np.array([unit[2] for unit in units], dtype=np.int64)
     out_data = np.array([unit[3] for unit in units], dtype=float)
-    out_shape = (len(units), output_space.num_dims)
-    if builds_sparse(*shape) or builds_sparse(*out_shape):
-        first = sparse.csr_array((data, (rows, cols)), shape=shape)
-        second = sparse.csr_array((out_data, (out_rows, out_cols)), shape=out_shape)
-    else:
-        first, second = np.zeros(shape), np.zeros(out_shape)
-        first[rows, cols] = data
-        second[out_rows, out_cols] = out_data
+    first = _matrix(rows, cols, data, shape)
+    second = _matrix(out_rows, out_cols, out_data, (len(units), output_space.num_dims))
     return MLP(LinearMap(reads_space, hidden, first), LinearMap(hidden, output_space, second))
 
 
@@ -298,13 +298,8 @@ def sequence_map_categorical_mlp(
     shape = (n1 + n2 + 1, len(pair))
     rows = (pair // max(n2, 1), n1 + pair % max(n2, 1), np.full(pair.size, n1 + n2))
     weights = (2.0, 2.0, -3.0)
-    if builds_sparse(*shape):
-        data = np.concatenate([np.full(pair.size, w) for w in weights])
-        first = sparse.csr_array((data, (np.concatenate(rows), np.tile(units, 3))), shape=shape)
-    else:
-        first = np.zeros(shape)
-        for row, weight in zip(rows, weights):
-            first[row, units] = weight
+    data = np.concatenate([np.full(pair.size, w) for w in weights])
+    first = _matrix(np.concatenate(rows), np.tile(units, 3), data, shape)
     if _is_numerical_space(output_space):
         second = _numerical_outputs(results, "sequence_map_categorical_mlp")[:, None]
     else:
