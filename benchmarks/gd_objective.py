@@ -36,11 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def objectives() -> dict:
     """The objectives by name (see the module docstring)."""
+    from compression.experiments.sweep import OBJECTIVES
     from compression.learned.config import LossConfig
 
-    return {"paper": LossConfig(), "exact-written": LossConfig.exact(written_margin=False),
-            "exact": LossConfig.exact(), "balanced": LossConfig.exact(balance_outputs=True),
-            "balanced-written": LossConfig.exact(balance_outputs=True, written_margin=False)}
+    return {**OBJECTIVES, "exact-written": LossConfig.exact(written_margin=False)}
 
 
 NAMES = ["paper", "exact-written", "exact", "balanced", "balanced-written"]
