@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from compiler.io.atomic import atomic_write_text  # noqa: E402
 from compiler.lab.features.dictionary import true_dictionary  # noqa: E402
-from compiler.lab.features.evaluation import output_accuracy, rasp_references  # noqa: E402
+from compiler.lab.features.evaluation import accuracy_of, rasp_references  # noqa: E402
 from compiler.lab.features.metrics import (TopKOf, cofiring, data_profile, dictionary_mcc,  # noqa: E402
                                            ground_truth, perfect_coder, synthetic_scores)
 from compiler.lab.features.plots import loss_plot, recovery_plot  # noqa: E402
@@ -59,9 +59,7 @@ ZIPF = 1.0
 def exactness(stage: Stage, samples: int, w: np.ndarray) -> float:
     ids = sample_ids(stage.compiled, samples, seed=1, zipf=ZIPF)
     refs = rasp_references(stage.compiled, stage.programs, ids, progress=True)
-    runner = SiteRunner(stage.compiled, w)
-    out = np.concatenate([np.asarray(runner.output(ids[s:s + 2000])) for s in range(0, samples, 2000)])
-    return output_accuracy(stage.compiled, refs, out).sequence
+    return accuracy_of(stage.compiled, refs, SiteRunner(stage.compiled, w).output).sequence
 
 
 def l0_per_site(stage: Stage) -> list[float]:

@@ -73,6 +73,50 @@ def add_linear(stream: jax.Array, spec: SparseLinear, param: jax.Array, x: jax.A
     return _add_outputs(spec, stream, y)
 
 
+def add_products(stream: jax.Array, parts: list[tuple[SparseLinear, jax.Array, jax.Array]]) -> jax.Array:
+    """`stream` plus `apply_linear(spec, param, x)` of every `(spec, param, x)` in `parts`.
+
+    When the parts write disjoint coordinates (an attention layer whose heads each write their
+    own s-op), their products are laid side by side in coordinate order, with zeros between, and
+    added in one pass. XLA's CPU backend copies the whole `[batch, T, width]` array for each slice
+    update into it: 64 updates of 256 columns of a `[64, 65, 16384]` float32 array took 1.76 s,
+    one concatenation of the same columns 0.12 s. Every coordinate gets the same single addition
+    either way, so the result is the same. Parts that overlap, or write every coordinate, are
+    added one by one (`add_linear`).
+    """
+    targets = [spec.out_idx for spec, _, _ in parts]
+    coords = np.concatenate([np.asarray(t, np.int64) for t in targets]) if parts and None not in targets else None
+    if coords is None or len(parts) < 2 or len(np.unique(coords)) < len(coords):
+        for spec, param, x in parts:
+            stream = add_linear(stream, spec, param, x)
+        return stream
+    y = jnp.concatenate([_product(spec, param, _inputs(spec, x)) for spec, param, x in parts], axis=-1)
+    return stream + placed(y, coords, stream.shape[-1])
+
+
+def placed(y: jax.Array, coords: np.ndarray, width: int) -> jax.Array:
+    """`[..., width]` zeros with column `j` of `y` at coordinate `coords[j]` (distinct), built by one
+    concatenation of slices of `y` and zero gaps (a column gather first if `coords` is unsorted)."""
+    coords = np.asarray(coords, np.int64)
+    if np.any(np.diff(coords) < 0):
+        order = np.argsort(coords, kind="stable")
+        y, coords = jnp.take(y, order, axis=-1), coords[order]
+    breaks = np.flatnonzero(np.diff(coords) != 1) + 1
+    starts, stops = np.concatenate(([0], breaks)), np.concatenate((breaks, [len(coords)]))
+    pieces, at = [], 0
+    for a, b in zip(starts, stops):
+        if a == b:
+            continue
+        first = int(coords[a])
+        if first > at:
+            pieces.append(jnp.zeros(y.shape[:-1] + (first - at,), y.dtype))
+        pieces.append(y[..., a:b])
+        at = first + int(b - a)
+    if at < width:
+        pieces.append(jnp.zeros(y.shape[:-1] + (width - at,), y.dtype))
+    return pieces[0] if len(pieces) == 1 else jnp.concatenate(pieces, axis=-1)
+
+
 def _inputs(spec: SparseLinear, x: jax.Array) -> jax.Array:
     """`x[..., in_idx]`: slices when `in_idx` is a few runs (`SparseLinear.in_runs`), else a gather."""
     if spec.in_idx is None:
@@ -377,7 +421,7 @@ class CompiledTransformer(hk.Module):
         coordinates, added into `base` (zeros when None) without a separate zero array; the
         patterns are None when not `keep`."""
         delta = jnp.zeros(x.shape[:-1] + (width,), x.dtype) if base is None else base
-        patterns = []
+        patterns, outputs = [], []
         for h, head in enumerate(layer.heads):
             shared = head.shared_interval
             if shared is not None:  # one permutation and one prefix sum for both
@@ -390,8 +434,9 @@ class CompiledTransformer(hk.Module):
             logits = jnp.where(mask, logits, MASKED_LOGIT)
             pattern = jax.nn.softmax(logits, axis=-1)
             mixed = jnp.einsum("...ts,...sr->...tr", pattern, v, precision=PRECISION)
-            delta = add_linear(delta, head.w_o, get(module, f"head_{h}_o"), mixed)
+            outputs.append((head.w_o, get(module, f"head_{h}_o"), mixed))
             patterns.append(pattern)
+        delta = add_products(delta, outputs)
         if not keep:
             return delta, None
         if not patterns:

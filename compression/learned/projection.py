@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compression.learned.config import InitMethod
+from craft.numerics import gram as inner_products
 
 
 def init_projection(
@@ -53,5 +54,4 @@ def gram(projection: jax.Array | np.ndarray) -> np.ndarray:
     Entry (i, j) is the inner product of features i and j after compression: the diagonal says
     how much of each feature survives, off-diagonals how much two features interfere.
     """
-    w = np.asarray(projection, dtype=np.float64)
-    return w @ w.T
+    return inner_products(np.asarray(projection))

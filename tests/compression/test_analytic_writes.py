@@ -161,9 +161,10 @@ def _noise_into_a_number():
 def test_float_noise_leaking_through_a_code_into_a_protected_value_is_not_claimed_exact():
     """Every margin holds and every protected row is read exactly, but the float noise of the 66
     off values of ``v5``/``v6`` leaks through the code overlaps into the lookups that lead to the
-    protected ``v10``: the output drifts by up to 0.03 (``1`` read as 1.0027, ``-12`` as -12.032),
-    which the per-coordinate envelope sees (0.088 beyond the compiled model's) and the bound used
-    to claim exact."""
+    protected ``v10``: the output drifts by up to 0.03 (``1`` read as 1.0027, ``-12`` as -12.032;
+    0.0095 on an AVX-512 machine, whose float sums round differently), which the per-coordinate
+    envelope sees (0.088 beyond the compiled model's) and the bound used to claim exact. The
+    compiled model itself is exact on these inputs."""
     task = _noise_into_a_number()
     structure = residual_structure(task.compiled)
     labels = structure.labels
@@ -176,9 +177,13 @@ def test_float_noise_leaking_through_a_code_into_a_protected_value_is_not_claime
     inputs = [["a"], ["e", "b"], ["a", "e", "b"], ["b", "a", "d", "c", "f", "e"]]
     refs = task.reference_set(np.asarray([[task.model.bos_id, *[task.compiled.input_encoder.token_to_id[t] for t in xs],
                                            *[task.model.pad_id] * (6 - len(xs))] for xs in inputs], np.int32))
-    out = forward(fold_projection(dense_tensors(task.compiled), w), forward_metadata(task.compiled), refs.ids)
-    error = np.abs(out - refs.targets)[refs.mask > 0]
-    assert 0.01 < error.max() < 0.1
+    def error(projection: np.ndarray) -> float:
+        out = forward(fold_projection(dense_tensors(task.compiled), projection), forward_metadata(task.compiled),
+                      refs.ids)
+        return float(np.abs(out - refs.targets)[refs.mask > 0].max())
+
+    assert error(np.eye(len(w), dtype=np.float32)) < 1e-6
+    assert 10 * NUMBER_WRITE_ATOL < error(w) < 0.1  # far beyond the float slack allowed a number
 
 
 def _small_error_into_a_number():
@@ -205,7 +210,9 @@ def test_a_small_error_in_a_value_read_as_a_number_is_not_claimed_exact():
     """An excess of 2.6e-3 over the compiled model's envelope is within the margin a value read
     only as a query or key may spend (``PROTECTED_WRITE_ATOL``), but ``v10`` is also the value of
     the numerical mean: read as a number, the same excess moves the output, and the packed model
-    (d = 121 of 141) is right on 252 of the 1,092 inputs (numbers within 1e-3). The bound refuses it through ``NUMBER_WRITE_ATOL``."""
+    (d = 121 of 141) is right on 252 of the 1,092 inputs (numbers within 1e-3; 510 on an AVX-512
+    machine, whose float sums round differently). The bound refuses it through
+    ``NUMBER_WRITE_ATOL``."""
     task = _small_error_into_a_number()
     structure = residual_structure(task.compiled)
     assert any(structure.labels[i].startswith("v10:") for i in structure.read_as_number)
@@ -215,4 +222,4 @@ def test_a_small_error_in_a_value_read_as_a_number_is_not_claimed_exact():
     assert NUMBER_WRITE_ATOL < bound.number_write_error == pytest.approx(bound.protected_write_error)
     assert bound.protected_write_error < PROTECTED_WRITE_ATOL and not bound.claims_exact
     right, total = _right_inputs(task, w)
-    assert total == 1092 and right < 300
+    assert total == 1092 and right < 0.75 * total  # far from exact on any float arithmetic seen

@@ -10,7 +10,7 @@ every position where RASP's value is not None.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -77,22 +77,38 @@ class OutputAccuracy:
         return self.sequence == 1.0
 
 
-def output_accuracy(compiled: CompiledModel, refs: References, output: np.ndarray) -> OutputAccuracy:
-    """Score a model output ``[N, T, n]`` (or ``[N, T]`` for one numerical program) on ``refs``."""
+def accuracy_of(compiled: CompiledModel, refs: References, run: Callable[[np.ndarray], Any],
+                batch_inputs: int = 500) -> OutputAccuracy:
+    """Score ``run(ids)``, a model output ``[n, T, outputs]`` (or ``[n, T]`` for one numerical
+    program), on ``refs``, ``batch_inputs`` rows at a time, so the whole output never exists at
+    once: the 16k-copy model's logits for 10,000 inputs of 65 positions would be 42 GB."""
+    if batch_inputs < 1:
+        raise ValueError(f"accuracy_of: batch_inputs must be positive, got {batch_inputs}")
+    parts = [_right(compiled, refs, np.asarray(run(refs.ids[s:s + batch_inputs])), slice(s, s + batch_inputs))
+             for s in range(0, len(refs.ids), batch_inputs)]
+    return _summary(refs, {label: np.concatenate([part[label] for part in parts]) for label in refs.labels})
+
+
+def _right(compiled: CompiledModel, refs: References, output: np.ndarray, rows: slice) -> dict[str, np.ndarray]:
+    """Per program, whether each input of ``refs.ids[rows]`` is right at every scored position."""
     output = np.asarray(output)
     if output.ndim == 2:
         output = output[..., None]
-    right_all = np.ones(len(refs.ids), bool)
-    per = {}
+    right_inputs = {}
     for p, (label, columns) in enumerate(compiled.output_columns.items()):
         block = output[..., columns]
+        targets, masks = refs.targets[p][rows], refs.masks[p][rows]
         if refs.numerical[p]:
             values = np.unique(refs.targets[p][refs.masks[p]])
             gap = np.min(np.diff(values)) / 2 if len(values) > 1 else 0.5
-            right = np.abs(block[..., 0] - refs.targets[p]) < gap
+            right = np.abs(block[..., 0] - targets) < gap
         else:
-            right = np.argmax(block, axis=-1) == refs.targets[p]
-        ok = np.all(right | ~refs.masks[p], axis=1)
-        per[label] = float(ok.mean())
-        right_all &= ok
-    return OutputAccuracy(len(refs.ids), float(right_all.mean()), per)
+            right = np.argmax(block, axis=-1) == targets
+        right_inputs[label] = np.all(right | ~masks, axis=1)
+    return right_inputs
+
+
+def _summary(refs: References, right_inputs: dict[str, np.ndarray]) -> OutputAccuracy:
+    every = np.all(np.stack([right_inputs[label] for label in refs.labels]), axis=0)
+    return OutputAccuracy(len(refs.ids), float(every.mean()),
+                          {label: float(right_inputs[label].mean()) for label in refs.labels})

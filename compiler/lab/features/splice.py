@@ -16,7 +16,7 @@ import numpy as np
 
 from compiler import CompiledModel
 from compiler.lab.features.dictionary import TrueDictionary, real_positions
-from compiler.lab.features.evaluation import OutputAccuracy, References, output_accuracy
+from compiler.lab.features.evaluation import OutputAccuracy, References, accuracy_of
 from compiler.lab.features.metrics import (MATCH_COSINE, GroundTruth, SparseCoder, abs_cosines, ground_truth,
                                              hungarian)
 from compiler.lab.features.sites import Site, SiteRunner
@@ -60,12 +60,12 @@ def spliced_accuracy(compiled: CompiledModel, coder: SparseCoder, refs: Referenc
                      projection: np.ndarray | None = None, batch_inputs: int = 2048) -> OutputAccuracy:
     """Decoded-output accuracy against RASP with ``coder``'s reconstruction spliced in at ``site``."""
     runner = SiteRunner(compiled, projection)
-    outputs = []
-    for start in range(0, len(refs.ids), batch_inputs):
-        ids = refs.ids[start:start + batch_inputs]
+
+    def run(ids: np.ndarray) -> np.ndarray:
         stream, _ = reconstruct_stream(compiled, coder, np.asarray(runner.activations(ids, site)), ids)
-        outputs.append(_spliced(runner, site, ids, stream))
-    return output_accuracy(compiled, refs, np.concatenate(outputs))
+        return _spliced(runner, site, ids, stream, decode=False)
+
+    return accuracy_of(compiled, refs, run, batch_inputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +113,8 @@ def causal_use(compiled: CompiledModel, dictionary: TrueDictionary, coder: Spars
             for b, t in where[rng.permutation(len(where))[:examples]]:
                 jobs.append((f, int(b), int(t)))
     features = len({f for f, _, _ in jobs})
-    true_base = decoded(compiled, _spliced(runner, site, ids, acts))
-    sae_base = decoded(compiled, _spliced(runner, site, ids, stream))
+    true_base = _spliced(runner, site, ids, acts)
+    sae_base = _spliced(runner, site, ids, stream)
     true_used = np.zeros(len(truth.labels), bool)
     sae_used = np.zeros(len(truth.labels), bool)
     decoder = np.asarray(coder.decoder, np.float32)
@@ -125,22 +125,25 @@ def causal_use(compiled: CompiledModel, dictionary: TrueDictionary, coder: Spars
         real = real_positions(compiled, rows_ids)
         ablated = acts[b].copy()
         ablated[np.arange(len(b)), t] -= codes[b, t, f][:, None] * truth.vectors[f]
-        changed = np.any((decoded(compiled, _spliced(runner, site, rows_ids, ablated)) != true_base[b])
+        changed = np.any((_spliced(runner, site, rows_ids, ablated) != true_base[b])
                          & real[..., None], axis=(1, 2))
         np.logical_or.at(true_used, f, changed)
         j = partner[f]
         sae_ablated = stream[b].copy()
         weight = np.where(j >= 0, latents[b, t, np.maximum(j, 0)], 0.0)
         sae_ablated[np.arange(len(b)), t] -= weight[:, None] * decoder[np.maximum(j, 0)]
-        changed = np.any((decoded(compiled, _spliced(runner, site, rows_ids, sae_ablated)) != sae_base[b])
+        changed = np.any((_spliced(runner, site, rows_ids, sae_ablated) != sae_base[b])
                          & real[..., None], axis=(1, 2)) & (j >= 0)
         np.logical_or.at(sae_used, f, changed)
     matched = true_used & (partner >= 0)
     return CausalUse(features, int(true_used.sum()), int(matched.sum()), int((matched & sae_used).sum()))
 
 
-def _spliced(runner: SiteRunner, site: Site, ids: np.ndarray, stream: np.ndarray, batch: int = 512) -> np.ndarray:
-    """Spliced outputs in fixed-size batches (the last one padded), so JAX compiles one shape."""
+def _spliced(runner: SiteRunner, site: Site, ids: np.ndarray, stream: np.ndarray, batch: int = 512,
+             decode: bool = True) -> np.ndarray:
+    """Spliced outputs in fixed-size batches (the last one padded), so JAX compiles one shape:
+    :func:`decoded` per batch (``[N, T, programs]``; the logits of a wide multi-output model are
+    large), or the logits themselves when not ``decode``."""
     outputs = []
     for start in range(0, len(ids), batch):
         part_ids, part = ids[start:start + batch], stream[start:start + batch]
@@ -148,5 +151,6 @@ def _spliced(runner: SiteRunner, site: Site, ids: np.ndarray, stream: np.ndarray
         if n < batch and len(ids) > batch:
             part_ids = np.concatenate([part_ids, np.repeat(part_ids[:1], batch - n, axis=0)])
             part = np.concatenate([part, np.repeat(part[:1], batch - n, axis=0)])
-        outputs.append(np.asarray(runner.spliced_output(part_ids, site, part))[:n])
+        logits = np.asarray(runner.spliced_output(part_ids, site, part))[:n]
+        outputs.append(decoded(runner.compiled, logits) if decode else logits)
     return np.concatenate(outputs)

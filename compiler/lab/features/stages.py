@@ -16,16 +16,17 @@ Every s-op is an output (read by the unembedding) or read by a later sub-layer, 
 categorical coordinate gets a direction in the packed projection: the features. Feature
 frequencies follow the input distribution: :func:`sample_ids` draws tokens uniformly or from a
 Zipf law (``zipf`` > 0), which, through the bijections, gives every branch a power-law profile.
-The stages ``1k``, ``4k`` and ``16k`` are the issue's sizes.
+The stages ``1k``, ``4k`` and ``16k`` are the three sizes.
 
 In those stages every feature at a position is a function of that position's token (or, for
 ``same{j}``, of a few tokens), so features *co-fire*: ``mix3:17`` is on exactly when the token
 and every other ``mix`` hold their matching values. The sum of a co-firing class is a sparser
 exact dictionary than the true one, and no method that sees only activations can prefer the true
 one (:func:`compiler.lab.features.metrics.cofiring_classes` measures it). The *copy* stages
-(:class:`CopySpec`, ``1k-copy`` ...) have features that fire independently: ``tok{s}`` is the
-token ``s`` positions back (``rasp.lib.shift_by``, one attention head each), and tokens are drawn
-independently, so no feature implies another and the true dictionary is the sparsest one.
+(:class:`CopySpec`, ``1k-copy``, ``4k-copy``, ``16k-copy``) have features that fire
+independently: ``tok{s}`` is the token ``s`` positions back (``rasp.lib.shift_by``, one attention
+head each), and tokens are drawn independently, so no feature implies another and the true
+dictionary is the sparsest one. ``16k-copy`` holds 16,640 such features in 768 dimensions.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class StageSpec:
     output_values: int = 16  # K
     shifts: int = 2  # same{j} programs (attention)
     max_seq_len: int = 4
+    width: int | None = None  # d of the stage's model; None: the packed projection's full-margin width
 
     def programs(self) -> list[rasp.SOp]:
         """The outputs of the stage's model (:func:`stage_programs`)."""
@@ -76,11 +78,13 @@ class StageSpec:
 @dataclasses.dataclass(frozen=True)
 class CopySpec:
     """A stage whose features fire independently (module docstring): ``tok{s}``, the token ``s``
-    positions back, for ``s = 1 .. offsets``; inputs are ``offsets + 1`` tokens long at most."""
+    positions back, for ``s = 1 .. offsets``; inputs are ``offsets + 1`` tokens long at most.
+    ``width`` is d (None: the packed projection's full-margin width)."""
 
     name: str
     vocab_size: int
     offsets: int
+    width: int | None = None
 
     @property
     def max_seq_len(self) -> int:
@@ -101,6 +105,10 @@ STAGES: dict[str, StageSpec | CopySpec] = {
     "4k": StageSpec("4k", 128, 31),
     "16k": StageSpec("16k", 512, 31),
     "1k-copy": CopySpec("1k-copy", 64, 16),
+    "4k-copy": CopySpec("4k-copy", 128, 32),
+    # SynthSAEBench's width. The full-margin width is 1,091; the interference bound still claims
+    # exactness at 768 (largest load 0.75), and no longer at 576.
+    "16k-copy": CopySpec("16k-copy", 256, 64, width=768),
 }
 
 
@@ -141,8 +149,9 @@ def build_stage(spec: StageSpec | CopySpec, d: int | None = None, seed: int = 0)
 
     Args:
         spec: the stage sizes.
-        d: the compressed width; None for the packed projection's full-margin width (where its
-            bound is meant to hold). Smaller widths narrow the widest code blocks.
+        d: the compressed width; None for the stage's own ``width``, or when that is None too, the
+            packed projection's full-margin width (where its bound is meant to hold). Smaller
+            widths narrow the widest code blocks.
         seed: seed of the codes.
 
     Returns:
@@ -161,7 +170,7 @@ def build_stage(spec: StageSpec | CopySpec, d: int | None = None, seed: int = 0)
         structure = tokens_protected(compiled, structure)
     seconds["structure"] = time.perf_counter() - start
     start = time.perf_counter()
-    width = packed_width(structure, seed) if d is None else d
+    width = d if d is not None else spec.width if spec.width is not None else packed_width(structure, seed)
     w = packed_projection(structure, width, seed)
     bound = interference_bound(structure, w)
     seconds["projection"] = time.perf_counter() - start

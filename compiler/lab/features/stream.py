@@ -65,15 +65,28 @@ def _code_fn(dictionary: TrueDictionary, k: int):
     dense = jnp.asarray(dictionary.dense_coords)
     slots = _value_slots(dictionary) if dictionary.site.kind == "resid" else None
 
+    # Residual sites: the coordinates of each s-op's values, [s-ops, most values] (padding: one
+    # past the last coordinate, read as 0), and the same as one slice when they are consecutive.
+    grouped_coords = None if slots is None else np.append(dictionary.coords, -1)[slots]
+    block = None
+    if grouped_coords is not None and np.all(grouped_coords >= 0):
+        flat = grouped_coords.ravel()
+        if np.array_equal(flat, np.arange(flat[0], flat[0] + len(flat))):
+            block = (int(flat[0]), int(flat[0]) + len(flat))
+
     def codes(values):
-        feature_values = jnp.take(values, coords, axis=-1)
-        feature_values = jnp.where(jnp.abs(feature_values) < CODE_FLOOR, 0.0, feature_values)
         if slots is None:  # MLP site: several hidden units of one MLP may be on together
+            feature_values = jnp.take(values, coords, axis=-1)
+            feature_values = jnp.where(jnp.abs(feature_values) < CODE_FLOOR, 0.0, feature_values)
             top, index = jax.lax.top_k(jnp.abs(feature_values), k)
             picked = jnp.take_along_axis(feature_values, index, axis=-1)
         else:  # one value per s-op at most: an argmax within each s-op's values (top_k sorts all F)
-            padded = jnp.concatenate([feature_values, jnp.zeros(feature_values.shape[:-1] + (1,))], axis=-1)
-            grouped = jnp.take(padded, slots, axis=-1)  # [..., s-ops, values]
+            if block is not None:  # one slice, no gather (every s-op with as many consecutive values)
+                grouped = values[..., block[0]:block[1]].reshape(values.shape[:-1] + grouped_coords.shape)
+            else:
+                grouped = jnp.take(values, np.where(grouped_coords < 0, values.shape[-1], grouped_coords), axis=-1,
+                                   mode="fill", fill_value=0.0)  # [..., s-ops, values]
+            grouped = jnp.where(jnp.abs(grouped) < CODE_FLOOR, 0.0, grouped)
             best = jnp.argmax(jnp.abs(grouped), axis=-1)
             picked = jnp.take_along_axis(grouped, best[..., None], axis=-1)[..., 0]
             index, top = jnp.asarray(slots)[jnp.arange(len(slots)), best], jnp.abs(picked)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
-from compiler.lab.features.evaluation import output_accuracy, rasp_references
+from compiler.lab.features.evaluation import accuracy_of, rasp_references
 from compiler.lab.features.metrics import cofiring, data_profile, ground_truth, perfect_coder, synthetic_scores
 from compiler.lab.features.sites import Site, SiteRunner
 from compiler.lab.features.splice import causal_use, spliced_accuracy
@@ -22,9 +22,7 @@ def stage_1k():
 def exact_on_samples(stage, count: int, seed: int, zipf: float) -> float:
     ids = sample_ids(stage.compiled, count, seed=seed, zipf=zipf)
     refs = rasp_references(stage.compiled, stage.programs, ids)
-    runner = SiteRunner(stage.compiled, stage.projection)
-    output = np.concatenate([np.asarray(runner.output(ids[s:s + 2500])) for s in range(0, count, 2500)])
-    return output_accuracy(stage.compiled, refs, output).sequence
+    return accuracy_of(stage.compiled, refs, SiteRunner(stage.compiled, stage.projection).output).sequence
 
 
 def test_1k_model_has_1k_features_in_superposition_and_is_exact_on_10000_inputs(stage_1k):
