@@ -81,12 +81,11 @@ def stage_row(name: str, samples: int, timing_tokens: int, folder: Path) -> tupl
     last = Site("resid", len(model.config.layers))
     dictionary = true_dictionary(model, last, stage.projection)
     accuracy = exactness(stage, samples, stage.projection)
-    stream_activations(model, last, folder, 4096, stage.projection, batch_inputs=4096, progress=False, write=False)
-    timing = stream_activations(model, last, folder, timing_tokens, stage.projection, batch_inputs=4096,
-                                progress=False, write=False, seed=7)
+    stream_activations(model, last, folder, 4096, stage.projection, progress=False, write=False)
+    timing = stream_activations(model, last, folder, timing_tokens, stage.projection, progress=False, write=False,
+                                seed=7)
     profile_dir = folder / f"profile_{name}"
-    stream_activations(model, last, profile_dir, 100_000, stage.projection, batch_inputs=4096, zipf=ZIPF,
-                       progress=False)
+    stream_activations(model, last, profile_dir, 100_000, stage.projection, zipf=ZIPF, progress=False)
     occurring, dense_range = data_profile(ShardReader(profile_dir).batches(8192, ("code_index", "dense_codes")),
                                           dictionary.num_features)
     classes = cofiring(codes for _, codes in coded_batches(ShardReader(profile_dir), dictionary,
@@ -123,8 +122,7 @@ def shards(stage: Stage, w: np.ndarray, folder: Path, tokens: int, seed: int) ->
                              f"{done['tokens']} tokens, zipf {done['zipf']}); use another --cache")
     else:
         site = Site("resid", len(stage.compiled.config.layers))
-        stream_activations(stage.compiled, site, folder, tokens, w, batch_inputs=4096, zipf=ZIPF, seed=seed,
-                           progress=False)
+        stream_activations(stage.compiled, site, folder, tokens, w, zipf=ZIPF, seed=seed, progress=False)
     return ShardReader(folder)
 
 
@@ -238,7 +236,8 @@ def main() -> None:
     parser.add_argument("--timing-tokens", type=int, default=200_000)
     parser.add_argument("--sae-stage", default="1k", help="stage whose SAE baselines are trained; empty: none")
     parser.add_argument("--widths", default="packed,160,144,128",
-                        help="compression widths d for the SAE dial ('packed': the stage's packed width)")
+                        help="compression widths d for the SAE dial ('packed': the stage's own width, the "
+                             "packed projection's full-margin width unless the stage sets one)")
     parser.add_argument("--archs", default="topk,batchtopk",
                         help="SAELens architectures: the first at every width and k value, the others at the "
                              "packed width")
@@ -258,8 +257,8 @@ def main() -> None:
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--k", type=int, default=0, help="k at every width (default: the true L0 at the last site "
                                                           "on 500 inputs, rounded)")
-    parser.add_argument("--ks", default="", help="k values of the first architecture at the packed width "
-                                                  "(default: half, once and twice the true L0)")
+    parser.add_argument("--ks", default=None, help="k values of the first architecture at the stage's width "
+                                                    "(default: half, once and twice the true L0; empty: none)")
     parser.add_argument("--sae-steps", type=int, default=6000, help="optimizer steps of 1,024 activations")
     parser.add_argument("--sae-tokens", type=int, default=500_000, help="training pool (cycled)")
     parser.add_argument("--eval-tokens", type=int, default=50_000, help="held-out activations scored")
@@ -305,7 +304,8 @@ def main() -> None:
         return
     true_l0 = l0_per_site(base)[-1]
     widths = [base.d if x == "packed" else int(x) for x in args.widths.split(",") if x]
-    ks = [int(x) for x in args.ks.split(",") if x] or [max(1, round(true_l0 * f)) for f in (0.5, 1, 2)]
+    ks = ([max(1, round(true_l0 * f)) for f in (0.5, 1, 2)] if args.ks is None
+          else [int(x) for x in args.ks.split(",") if x])
     k0 = args.k or max(1, round(true_l0))
     archs = [a for a in args.archs.split(",") if a]
     rows = []

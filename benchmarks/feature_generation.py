@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from compiler import compile_rasp, load_model, save_model  # noqa: E402
 from compiler.lab.features.sites import Site  # noqa: E402
 from compiler.lab.features.stages import STAGES, build_stage  # noqa: E402
-from compiler.lab.features.stream import stream_activations  # noqa: E402
+from compiler.lab.features.stream import default_batch, stream_activations  # noqa: E402
 
 
 def model_and_projection(stage: str, model_path: Path, projection_path: Path):
@@ -55,13 +55,15 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="saved compiled model (written if missing)")
     parser.add_argument("--projection", required=True, help=".npy packed projection (written if missing)")
     parser.add_argument("--tokens", type=int, default=10_000, help="activations timed per repeat")
-    parser.add_argument("--batch", type=int, default=1024, help="inputs per jitted batch")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="inputs per jitted batch (default: stream.default_batch, by the model's size)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--label", default=str(ROOT), help="name of this row")
     args = parser.parse_args()
     model, w = model_and_projection(args.stage, Path(args.model), Path(args.projection))
     site = Site("resid", len(model.config.layers))
     folder = Path(tempfile.mkdtemp(prefix="generation-"))
+    args.batch = args.batch or default_batch(model)
     start = time.perf_counter()
     stream_activations(model, site, folder, args.batch, w, batch_inputs=args.batch, progress=False, write=False)
     warmup = time.perf_counter() - start

@@ -37,6 +37,11 @@ from compiler.lab.features.stages import sample_ids
 
 META = "meta.json"
 DICTIONARY = "dictionary.safetensors"
+# The exact pass holds [batch, T, D] float32 streams: a batch is sized to keep one within this
+# (the 16k-copy model, D = 16,708 and T = 65, gets 123 inputs; small models 4,096). At that
+# stage batches of 64 and 256 inputs generate at the same rate.
+STREAM_BYTES = 1 << 29
+MAX_BATCH = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +114,17 @@ def _value_slots(dictionary: TrueDictionary) -> np.ndarray:
     return slots
 
 
+def default_batch(compiled: CompiledModel) -> int:
+    """Inputs per batch: as many as keep one exact ``[batch, T, D]`` stream within
+    :data:`STREAM_BYTES`, between 16 and :data:`MAX_BATCH`."""
+    per_input = (compiled.config.max_seq_len + 1) * compiled.config.residual_width * 4
+    return int(min(MAX_BATCH, max(16, STREAM_BYTES // per_input)))
+
+
 def stream_activations(
     compiled: CompiledModel, site: Site, folder: str | pathlib.Path, tokens: int, projection: np.ndarray | None = None,
-    batch_inputs: int = 1024, shard_tokens: int = 1 << 18, seed: int = 0, zipf: float = 0.0, progress: bool = True,
-    write: bool = True,
+    batch_inputs: int | None = None, shard_tokens: int = 1 << 18, seed: int = 0, zipf: float = 0.0,
+    progress: bool = True, write: bool = True,
 ) -> StreamReport:
     """Write about ``tokens`` activations at ``site`` with their true codes into ``folder``.
 
@@ -122,7 +134,7 @@ def stream_activations(
         folder: output folder (created); existing shards of the same names are replaced.
         tokens: how many real-token activations to write (the last batch is cut to this).
         projection: ``W`` (``[D, d]``) of the compressed model, or None for the exact model.
-        batch_inputs: inputs per jitted batch.
+        batch_inputs: inputs per jitted batch; None for :func:`default_batch`.
         shard_tokens: activations per shard file.
         seed: the inputs of batch ``b`` are drawn from ``(seed, b)``.
         zipf: token distribution (:func:`compiler.lab.features.stages.sample_ids`).
@@ -135,6 +147,7 @@ def stream_activations(
     Raises:
         ValueError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive.
     """
+    batch_inputs = default_batch(compiled) if batch_inputs is None else batch_inputs
     for name, value in (("tokens", tokens), ("batch_inputs", batch_inputs), ("shard_tokens", shard_tokens)):
         if int(value) < 1:
             raise ValueError(f"stream_activations: {name} must be positive, got {value}")
