@@ -11,7 +11,7 @@ from compiler.lab.features.metrics import cofiring, data_profile, ground_truth, 
 from compiler.lab.features.sites import Site, SiteRunner
 from compiler.lab.features.splice import causal_use, spliced_accuracy
 from compiler.lab.features.stages import STAGES, build_stage, sample_ids
-from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations
+from compiler.lab.features.stream import ShardReader, default_batch, dense_codes, stream_activations
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +119,37 @@ def test_16k_model_is_exact_on_10000_inputs():
     dictionary = true_dictionary(stage.compiled, Site("resid", len(stage.compiled.config.layers)), stage.projection)
     assert dictionary.num_features >= 16_384 and stage.d <= 768 and stage.claims_exact
     assert exact_on_samples(stage, 10_000, seed=1, zipf=1.0) == 1.0
+
+
+def test_4k_copy_model_has_4k_independent_features_and_is_exact():
+    stage = build_stage(STAGES["4k-copy"])
+    model = stage.compiled
+    dictionary = true_dictionary(model, Site("resid", len(model.config.layers)), stage.projection)
+    assert dictionary.num_features == 128 * 33 and stage.d == 483  # tokens and 32 copies of 128 values
+    assert stage.claims_exact and stage.max_load < 0.5
+    assert exact_on_samples(stage, 300, seed=1, zipf=1.0) == 1.0
+    ids = sample_ids(model, 100, seed=2)
+    assert check_dictionaries(model, [dictionary], ids, stage.projection)[0].max_abs_error < 1e-5
+    assert default_batch(model) == 2**29 // (34 * 4_260 * 4) == 926  # one exact [batch, 34, D] stream in 512 MB
+
+
+@pytest.mark.slow  # about 5 minutes on the idle 2-core machine, 9 GB
+def test_16k_copy_model_has_16k_independent_features_in_768_dimensions_and_is_exact(tmp_path):
+    stage = build_stage(STAGES["16k-copy"])
+    model = stage.compiled
+    site = Site("resid", len(model.config.layers))
+    dictionary = true_dictionary(model, site, stage.projection)
+    assert dictionary.num_features == 256 * 65 and stage.d == 768 and stage.claims_exact
+    assert exact_on_samples(stage, 10_000, seed=1, zipf=1.0) == 1.0
+    ids = sample_ids(model, 200, seed=2)
+    assert check_dictionaries(model, [dictionary], ids, stage.projection)[0].max_abs_error < 1e-5
+    stream_activations(model, site, tmp_path, 20_000, stage.projection, zipf=1.0, progress=False)
+    reader = ShardReader(tmp_path)
+    truth = ground_truth(dictionary, *data_profile(reader.batches(4096, ("code_index", "dense_codes")),
+                                                   dictionary.num_features))
+    batches = ((b["activations"], truth.codes(dense_codes(b["code_index"], b["code_value"], dictionary.num_features),
+                                              b["dense_codes"]))
+               for b in reader.batches(4096, ("activations", "code_index", "code_value", "dense_codes")))
+    scores = synthetic_scores(perfect_coder(truth), truth, batches)  # codes overlap up to 0.73 here
+    for value in (scores.mcc, scores.classification.f1_score, scores.explained_variance):
+        assert value == pytest.approx(1.0, abs=1e-5)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
-from compiler.lab.features.sites import Site, SiteRunner, residual_sites
-from compression.analytic import packed_projection, packed_width, residual_structure
+from compiler.lab.features.sites import Site, SiteRunner, projection_blocks, residual_sites
+from compiler.lab.features.stages import STAGES, build_stage
+from compression.analytic import packed_projection, packed_width, random_projection, residual_structure
 from compression.learned.sampling import enumerate_inputs
 from compression.task import frac_prevs_task, input_space_of, sort_unique_task
 
@@ -104,3 +105,35 @@ def test_a_compiled_loop_has_sites_per_iteration_and_its_dictionary_holds():
     assert dictionaries[executed].num_features >= dictionaries[0].num_features
     with pytest.raises(ValueError, match=f"snapshots of this model are 0..{executed}"):
         true_dictionary(model, Site("resid", executed + 1))
+
+
+def test_the_runner_computes_what_the_model_computes_with_block_and_dense_projections(tasks):
+    """``SiteRunner`` reads and writes a packed W block by block (each s-op's code block) and a
+    dense W as one product; both give the model's own compressed forward pass."""
+    task = tasks["sort_unique"]
+    model = task.compiled
+    structure = residual_structure(model)
+    ids = enumerate_inputs(task.space)[::9]
+    for w in (packed(task), random_projection(structure, packed_width(structure), seed=3)):
+        runner = SiteRunner(model, w)
+        reference = model.forward(model.params, ids, projection=w)
+        np.testing.assert_allclose(np.asarray(runner.output(ids)), np.asarray(reference.output), atol=1e-5)
+        for site in residual_sites(model):  # the model's residuals are decompressed: r @ Wᵀ
+            np.testing.assert_allclose(np.asarray(runner.activations(ids, site)) @ w.T,
+                                       np.asarray(reference.residuals[site.index]), atol=1e-5)
+
+
+def test_projection_blocks_cover_exactly_the_non_zeros_of_the_rows():
+    w = build_stage(STAGES["1k-copy"]).projection  # 16 copy s-ops of 64 values, each in its own block
+    rows = tuple(range(len(w)))
+    blocks = projection_blocks(w, rows)
+    assert blocks is not None and len(blocks) == 17  # the copies, and the protected axes merged into one
+    rebuilt = np.zeros_like(w)
+    for block in blocks:
+        rebuilt[np.ix_(block.positions, block.columns)] = w[np.ix_(block.positions, block.columns)]
+    np.testing.assert_array_equal(rebuilt, w)
+    positions = [p for block in blocks for p in block.positions]
+    columns = [c for block in blocks for c in block.columns]
+    assert len(set(positions)) == len(positions) and len(set(columns)) == len(columns)  # disjoint blocks
+    dense = np.random.default_rng(0).standard_normal(w.shape)
+    assert projection_blocks(dense, rows) is None  # one block costs the whole product: stay dense

@@ -58,3 +58,31 @@ def test_the_true_dictionary_cut_to_k_latents_loses_exactly_the_dropped_features
         assert scores.sae_l0 == pytest.approx(np.mean(np.minimum(l0, k)))
     with pytest.raises(ValueError, match="k must be positive"):
         TopKOf(perfect_coder(truth), 0)
+
+
+def test_the_perfect_sae_separates_codes_that_overlap_beyond_one_half():
+    """Eight values of one s-op share 3 dimensions (overlaps up to about 0.8) beside a second s-op
+    on its own two axes: a fixed threshold of 0.5 fires on off values, the default threshold
+    (halfway between 1 and the most a feature reads while off) recovers every code."""
+    from compiler.lab.features.metrics import GroundTruth, off_reads, perfect_coder, synthetic_scores
+
+    rng = np.random.default_rng(2)
+    code = rng.standard_normal((8, 3))
+    code /= np.linalg.norm(code, axis=1, keepdims=True)
+    vectors = np.zeros((10, 5), np.float32)
+    vectors[:8, :3], vectors[8:, 3:] = code, np.eye(2)
+    truth = GroundTruth(tuple([f"a:{i}" for i in range(8)] + ["b:0", "b:1"]), vectors, 10, np.zeros(5, np.float32),
+                        np.arange(10), np.arange(0))
+    gram = code @ code.T
+    np.fill_diagonal(gram, -np.inf)
+    np.testing.assert_allclose(off_reads(truth)[:8], np.maximum(gram.max(axis=1), 0), atol=1e-6)
+    np.testing.assert_array_equal(off_reads(truth)[8:], 0.0)
+    assert 0.5 < gram.max() < 1.0
+    codes = np.zeros((300, 10), np.float32)
+    codes[np.arange(300), rng.integers(0, 8, 300)] = 1.0
+    codes[np.arange(300), 8 + rng.integers(0, 2, 300)] = 1.0
+    acts = codes @ vectors
+    exact = synthetic_scores(perfect_coder(truth), truth, [(acts, codes)])
+    assert exact.classification.f1_score == pytest.approx(1.0) and exact.explained_variance == pytest.approx(1.0)
+    fixed = synthetic_scores(perfect_coder(truth, threshold=0.5), truth, [(acts, codes)])
+    assert fixed.classification.precision < 1.0
