@@ -50,7 +50,8 @@ def test_gram_of_a_16k_by_768_matrix_does_not_crash():
     """``w @ w.T`` of this float64 size ends the process in OpenBLAS 0.3.31's threaded syrk on a
     2-core machine (segmentation fault); run in a child process so a crash fails only this test."""
     code = ("import numpy as np; from craft.numerics import gram; "
-            "w = np.random.default_rng(0).random((16740, 768)); g = gram(w); print(g.shape, abs(g[0, 0] - w[0] @ w[0]) < 1e-9)")
+            "w = np.random.default_rng(0).random((16740, 768)); g = gram(w); "
+            "print(g.shape, abs(g[0, 0] - w[0] @ w[0]) < 1e-9)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=REPO,
                           env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})
     assert done.returncode == 0, done.stderr[-2000:]

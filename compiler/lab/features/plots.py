@@ -40,7 +40,8 @@ def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Seq
     return out
 
 
-def loss_plot(path: str | pathlib.Path, curves: dict[str, Sequence[Sequence[float]]], title: str) -> pathlib.Path:
+def loss_plot(path: str | pathlib.Path, curves: dict[str, Sequence[Sequence[float]]], title: str,
+              ylabel: str = "training loss") -> pathlib.Path:
     """Training-loss curves (``label -> [(step, loss), ...]``) on a log loss axis, one line each,
     so a reader can see whether each run flattened out. Written atomically."""
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -48,7 +49,7 @@ def loss_plot(path: str | pathlib.Path, curves: dict[str, Sequence[Sequence[floa
         ax.plot([point[0] for point in curve], [point[1] for point in curve], label=label, lw=1)
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step (1,024 activations each)")
-    ax.set_ylabel("training loss")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(title)

@@ -133,7 +133,7 @@ def test_4k_copy_model_has_4k_independent_features_and_is_exact():
     assert default_batch(model) == 2**29 // (34 * 4_260 * 4) == 926  # one exact [batch, 34, D] stream in 512 MB
 
 
-@pytest.mark.slow  # about 5 minutes on the idle 2-core machine, 9 GB
+@pytest.mark.slow  # 10 minutes on the 2-core machine beside an SAE run, 9 GB
 def test_16k_copy_model_has_16k_independent_features_in_768_dimensions_and_is_exact(tmp_path):
     stage = build_stage(STAGES["16k-copy"])
     model = stage.compiled
