@@ -43,6 +43,8 @@ from compiler import CompiledModel
 from compiler.model import weights
 from compiler.model.config import AttentionSpec
 from compiler.model.tying import untied
+from compression.analytic.envelope import calibrated
+from compression.analytic.view import ModelView, model_view
 from craft.bases import ONE_NAME, bos_direction
 
 EMBEDDING = -1
@@ -68,6 +70,9 @@ class TolerantRead:
     coords: tuple[int, ...]
     weight: float
     writes: tuple[int, ...] = ()
+    # a lookup unit that weighs several values of one s-op (a merged many-to-one unit): a code
+    # with a negative overlap between two of them lowers the unit's read while one is on
+    sums_values: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +96,10 @@ class ResidualStructure:
     # numbers, an MLP that is not a thresholded lookup of categorical values, a numerical
     # unembedding): a small error there moves a number, not a margin
     read_as_number: tuple[int, ...] = ()
+    # sub-layers whose alike values may share one direction (their outputs only the unembedding reads)
+    merger_layers: tuple[int, ...] = ()
+    # the compiled weights as the interference bound reads them (compression.analytic.view)
+    view: ModelView | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def residual_dim(self) -> int:
@@ -213,7 +222,8 @@ def _scan_mlp(scan: _Scan, compiled: CompiledModel, index: int, basis) -> None:
     if cat_reads and (mlp.activation != "relu" or not out <= scan.categorical or weight is None):
         scan.protected |= set(cat_reads)
     elif cat_reads:
-        scan.candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight, tuple(sorted(out))))
+        scan.candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight, tuple(sorted(out)),
+                                                 _sums_values(w_in, cat_reads, scan.by_name)))
         scan.signatures[index] = _unit_signatures(w_in, w_out, cat_reads, scan.by_name, basis)
         scan.writes[index] = out
     scan.mark_written(out, index)
@@ -268,9 +278,10 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     # Only a layer whose outputs are read by nothing but the unembedding may see merged values.
     mergers = {layer: sig for layer, sig in scan.signatures.items() if not scan.writes[layer] & scan.read_by_layers}
     classes, amplification = _classes(groups, reads, mergers, scan.writes, width)
+    view = calibrated(model_view(compiled, groups, dead, np.asarray(amplification or (1.0,) * width)), compiled)
     return ResidualStructure(scan.labels, groups, tuple(sorted(protected)), unread, reads, stamps,
                              len(compiled.config.layers), classes, amplification, tuple(sorted(scan.exact_off)),
-                             tuple(sorted(scan.read_as_number)))
+                             tuple(sorted(scan.read_as_number)), tuple(sorted(mergers)), view)
 
 
 def _needs_exact_values(candidates: list[TolerantRead], protected: set[int], dead: set[int]) -> set[int]:
@@ -349,6 +360,16 @@ def _classes(groups: tuple[tuple[int, ...], ...], reads: tuple[TolerantRead, ...
             for i in writes[read.layer]:
                 amplification[i] = max(amplification[i], factor)
     return tuple(classes), tuple(amplification)
+
+
+def _sums_values(w_in: np.ndarray, cat_reads: list[int], by_name: dict[str, list[int]]) -> bool:
+    """Whether some unit weighs more than one value of one s-op among ``cat_reads``."""
+    reads = np.asarray(cat_reads)
+    for coords in by_name.values():
+        inside = reads[np.isin(reads, coords)]
+        if inside.size > 1 and np.any(np.count_nonzero(w_in[inside], axis=0) > 1):
+            return True
+    return False
 
 
 def _lookup_weight(w_in: np.ndarray, cat_reads: list[int], labels: tuple[str, ...]) -> float | None:
