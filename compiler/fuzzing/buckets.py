@@ -31,6 +31,8 @@ REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"enumerating the means of up to", "numerical Aggregate means too many"),
     (r"sums of up to .* take more than|enumerating the sums of up to", "SumAggregate sums too many"),
     (r"its (function|predicate) raised", "user function raised on a reachable value"),
+    (r"different results for these equal values of different types",
+     "function tells equal values of different types apart (1 / 1.0)"),
     (r"is numerical but takes the non-numeric value", "numerical s-op with non-numeric values"),
     (r"a numerical Aggregate needs numeric values", "numerical Aggregate of non-numbers"),
     (r"share the label", "duplicate labels (expression type the relabelling cannot rebuild)"),

@@ -2,7 +2,14 @@
 
 Random programs must print as runnable Python, so every function they use is one of the source
 strings below (evaluated once with `eval`). Each entry records the value types it accepts and
-produces: `"num"` (ints, bools and floats, which Python mixes freely) or `"str"` (string tokens).
+produces: `"num"` (ints, bools and floats, which Python mixes freely) or `"str"` (non-empty
+strings: the string tokens, and what `str(x)` or `type(x).__name__` make of a number).
+
+Some entries are type-sensitive on purpose (`str(x)`, `isinstance(x, int)`,
+`len(str(k)) == len(str(q))`): 1, 1.0 and True are equal, but these functions tell them apart,
+as the evaluator does, so they check that the compiler hands every function the values, types
+included, that the evaluator does. `MANY_TO_ONE` lists the Maps that send several values to one
+(the start of the generator's lookup chains).
 """
 
 from __future__ import annotations
@@ -48,18 +55,24 @@ UNARY: tuple[MenuFunction, ...] = (
         "lambda x: 1 if x else -1",
         "lambda x: round(x)",
         "lambda x: x / 2",
+        "lambda x: len(str(x))",
+        "lambda x: isinstance(x, int)",
+        "lambda x: 1 if isinstance(x, float) else x",
     ),
     MenuFunction("lambda x: None if x == 0 else x", ("num",), "num", may_return_none=True),
+    *_entries(("num",), "str", "lambda x: str(x)", "lambda x: type(x).__name__"),
     *_entries(
         ("str",), "num",
-        "lambda x: ord(x) % 3",
+        "lambda x: ord(x[0]) % 3",
         "lambda x: x < 'c'",
         "lambda x: x == 'a'",
+        "lambda x: len(x)",
     ),
     *_entries(
         ("str",), "str",
         "lambda x: x.upper()",
         "lambda x: 'z' if x == 'a' else x",
+        "lambda x: x[0]",
     ),
     MenuFunction("lambda x: None if x == 'b' else x", ("str",), "str", may_return_none=True),
 )
@@ -77,6 +90,8 @@ BINARY: tuple[MenuFunction, ...] = (
         "lambda x, y: x or y",
         "lambda x, y: (x + y) % 3",
     ),
+    MenuFunction("lambda x, y: str(x) + str(y)", ("num", "num"), "str"),
+    MenuFunction("lambda x, y: type(x) == type(y)", ("num", "num"), "num"),
     *_entries(("str", "str"), "str", "lambda x, y: min(x, y)", "lambda x, y: x if x == y else 'z'"),
     *_entries(("str", "str"), "num", "lambda x, y: x == y", "lambda x, y: x < y"),
     *_entries(("str", "num"), "str", "lambda x, y: x if y else 'z'"),
@@ -91,10 +106,27 @@ PREDICATES: tuple[MenuFunction, ...] = (
         "lambda k, q: abs(k - q) <= 1",
         "lambda k, q: (k + q) % 2 == 0",
         "lambda k, q: k > q or k == 0",
+        "lambda k, q: len(str(k)) == len(str(q))",
+        "lambda k, q: isinstance(k, int) and k <= q",
     ),
     *_entries(("str", "str"), "num", "lambda k, q: k != q and k < 'c'"),
     *_entries(("str", "num"), "num", "lambda k, q: k == 'a' or q == 0"),
     *_entries(("num", "str"), "num", "lambda k, q: k == 0 or q == 'a'"),
+)
+
+# Maps sending several values to one, for lookup chains (`random_programs`): their results feed
+# copies (Aggregates) and further Maps / SequenceMaps.
+MANY_TO_ONE: tuple[MenuFunction, ...] = (
+    *_entries(
+        ("num",), "num",
+        "lambda x: x % 2",
+        "lambda x: x // 3",
+        "lambda x: min(x, 1)",
+        "lambda x: x > 0",
+        "lambda x: x / 2 if x > 2 else x",
+    ),
+    *_entries(("str",), "num", "lambda x: ord(x[0]) % 2", "lambda x: x < 'b'"),
+    *_entries(("str",), "str", "lambda x: 'a' if x < 'c' else x"),
 )
 
 # Three-argument functions for lib.make_nary_sequencemap.

@@ -44,7 +44,8 @@ def forward(config: ModelConfig, params: dict, ids: np.ndarray) -> np.ndarray:
     mask = (ids != config.pad_id)[..., None, :]
     if config.causal:
         mask = mask & np.tril(np.ones((length, length), dtype=bool))
-    for index, layer in enumerate(config.layers):
+    for index in config.layer_order:  # a compiled loop's tied block once per repeat
+        layer = config.layers[index]
         weights = groups.get(f"layer_{index}", {})
         if isinstance(layer, AttentionSpec):
             delta = np.zeros_like(stream)

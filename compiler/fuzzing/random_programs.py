@@ -9,6 +9,13 @@ included), SelectorWidth, `lib.shift_by` and other library programs as sub-progr
 probability `causal_guard` a selector is restricted by `& Select(indices, indices, LEQ)` (the
 documented way to make a selector causal-safe), so causal compilation is exercised too.
 
+Two statement kinds aim at value inference, where the compiler must hand every function the
+values (and Python types) the evaluator does: `chain`, a lookup chain (a many-to-one Map, a copy
+of it through a categorical or numerical Aggregate, then a Map or SequenceMap of the copy, once
+or twice over; a numerical copy turns ints into floats and may add an int default), and
+`selfseq`, a SequenceMap of an s-op with itself or with a Map of itself (only the diagonal
+occurs). The menu's type-sensitive functions (`str(x)`, `isinstance(x, int)`, ...) read them.
+
 "Well-typed" means every function receives values of the kind it expects ("num" or "str"); it does
 not mean the program compiles: some random programs are (rightly) refused by the compiler, and
 categorical Aggregates may raise in the evaluator on some inputs, which the fuzzer skips.
@@ -34,6 +41,8 @@ KIND_WEIGHTS: dict[str, float] = {
     "width": 0.09,
     "shift": 0.05,
     "lib": 0.10,
+    "chain": 0.07,
+    "selfseq": 0.05,
 }
 
 LIB_PROGRAMS = (
@@ -223,6 +232,62 @@ class _Builder:
         offset = self.rng.choice([1, 1, 2])
         return self.add(Op("shift", (x,), (offset,), self.info[x].numerical), self.info[x].vtype)
 
+    def add_copy(self, x: int) -> int:
+        """A copy of `x` through an Aggregate: from `shift` positions back (`lib.shift_by`,
+        None at the start) or from the query's own position (`Select(indices, indices, EQ)`),
+        categorical or, for numbers, numerical (a mean of one value: a float, `0` by default)."""
+        rng = self.rng
+        numerical = self.info[x].vtype == "num" and rng.random() < self.chance(0.4)
+        if rng.random() < 0.4:
+            return self.add(Op("shift", (x,), (rng.choice([1, 2]),), numerical), self.info[x].vtype)
+        select = self.add(Op("select", (1, 1), ("Comparison.EQ",)), "sel")
+        default = 0 if numerical else None
+        return self.add(Op("aggregate", (select, x), (default,), numerical), self.info[x].vtype)
+
+    def add_reader(self, x: int, others: list[int]) -> int:
+        """A Map of `x`, or a SequenceMap of `x` and one of `others` (menu functions)."""
+        rng = self.rng
+        if others and rng.random() < 0.5:
+            other = rng.choice(others)
+            choices = menu.matching(menu.BINARY, (self.info[x].vtype, self.info[other].vtype))
+            if choices:
+                fn = rng.choice(choices)
+                numerical = fn.result_type == "num" and rng.random() < self.chance(0.15)
+                return self.add(Op("seqmap", (x, other), (fn.source,), numerical), fn.result_type)
+        fn = rng.choice(menu.matching(menu.UNARY + menu.MANY_TO_ONE, (self.info[x].vtype,)))
+        numerical = fn.result_type == "num" and rng.random() < self.chance(0.2)
+        return self.add(Op("map", (x,), (fn.source, rng.random() < 0.5), numerical), fn.result_type)
+
+    def add_chain(self) -> int:
+        """A lookup chain: a many-to-one Map, a copy of it, a reader of the copy (twice over at
+        times), e.g. `Map(str, Aggregate(select, Map(lambda x: x % 2, x)))`."""
+        rng = self.rng
+        x = self.pick_sop(categorical=rng.random() < 0.8)
+        for _ in range(rng.choice([1, 1, 2])):
+            fn = rng.choice(menu.matching(menu.MANY_TO_ONE, (self.info[x].vtype,)))
+            numerical = fn.result_type == "num" and rng.random() < self.chance(0.2)
+            mapped = self.add(Op("map", (x,), (fn.source, rng.random() < 0.5), numerical), fn.result_type)
+            copy = self.add_copy(mapped)
+            x = self.add_reader(copy, [mapped, copy, x])
+        return x
+
+    def add_self_seqmap(self) -> int:
+        """`SequenceMap(f, x, x)`, or `f` of `x` and a Map of `x` (either order)."""
+        rng = self.rng
+        x = self.pick_sop()
+        args = (x, x)
+        if rng.random() < 0.5:
+            fn = rng.choice(menu.matching(menu.UNARY + menu.MANY_TO_ONE, (self.info[x].vtype,)))
+            mapped = self.add(Op("map", (x,), (fn.source, rng.random() < 0.5), False), fn.result_type)
+            args = (mapped, x) if rng.random() < 0.5 else (x, mapped)
+        choices = menu.matching(menu.BINARY, (self.info[args[0]].vtype, self.info[args[1]].vtype))
+        if not choices:
+            args = (x, x)
+            choices = menu.matching(menu.BINARY, (self.info[x].vtype,) * 2)
+        fn = rng.choice(choices)
+        numerical = fn.result_type == "num" and rng.random() < self.chance(0.15)
+        return self.add(Op("seqmap", args, (fn.source,), numerical), fn.result_type)
+
     def unused_before(self, last: int, limit: int) -> list[int]:
         """Up to `limit` of the most recent s-ops before `last` that nothing reads."""
         unused = [i for i in self.sops(lambda info: not info.used) if 2 <= i < last]
@@ -314,6 +379,8 @@ def generate(
         "width": builder.add_width,
         "shift": builder.add_shift,
         "lib": builder.add_lib,
+        "chain": builder.add_chain,
+        "selfseq": builder.add_self_seqmap,
     }
     last = 0
     while len(builder.ops) - 2 < size:

@@ -5,7 +5,9 @@
    s-ops read as one-hots; ``SumAggregate`` as a mean times a count).
 2. ``graph``: trace it into a networkx graph (``relabel`` makes labels unique); ``NodeKind``
    and the graph queries every pass shares.
-3. ``values``: infer every s-op's value set (``positional`` keeps them per position);
+3. ``values``: infer every s-op's value set (``positional`` keeps them per position;
+   ``arithmetic`` computes LinearSequenceMaps with Python's types; ``variants`` records equal
+   values of different types and refuses readers that tell them apart);
    ``readout`` reads a numerical output that can be None through a categorical copy;
    ``rounding`` lets categorical copies merge float-rounding twins no reader tells apart.
 4. ``fuse``: fuse chains of elementwise operations.

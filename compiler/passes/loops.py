@@ -21,7 +21,10 @@ Exactness needs the state's subspace to hold every value the state takes. `loop_
 it as a fixed point: start from `init`'s values, add the next state's values inferred from the
 current set, and stop when nothing changes or after `steps` rounds (the state takes no value
 after `steps` iterations that round `steps` has not found), refusing sets over the size limit
-and loops whose set is still growing after `MAX_VALUE_ROUNDS` rounds.
+and loops whose set is still growing after `MAX_VALUE_ROUNDS` rounds. The values keep their
+Python types: a value the state takes with a new type (`init` gives the int 0, the body the
+float 0.0) is a change too, so the body's functions are checked on it
+(`compiler.passes.variants`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import rebuild, walk
 from compiler.passes.outputs import Outputs
 from compiler.passes.values import MAX_VALUE_SET_SIZE, infer_values
+from compiler.passes.variants import merged, signature
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import MLP, Block, combine_in_parallel
 from craft.maps import LinearMap
@@ -126,14 +130,15 @@ def loop_values(graph: nx.DiGraph, loop: LoopProgram, vocab: Iterable[Any], max_
     infer_values(graph, vocab, max_seq_len)
     state = graph.nodes[loop.state]
     values, nullable = frozenset(state[nodes.VALUE_SET]), bool(state[nodes.NULLABLE])
+    variants = dict(state.get(nodes.VARIANTS) or {})
     rounds, closed = 0, False
     while rounds < loop.steps:
         rounds += 1
-        infer_values(graph, vocab, max_seq_len, fixed={loop.state: (values, nullable)})
+        infer_values(graph, vocab, max_seq_len, fixed={loop.state: (values, nullable, variants)})
         out = graph.nodes[loop.next_state]
-        grown = values | out[nodes.VALUE_SET]
+        grown, grown_variants = merged(values, variants, out[nodes.VALUE_SET], out.get(nodes.VARIANTS) or {})
         grown_nullable = nullable or bool(out[nodes.NULLABLE])
-        if grown == values and grown_nullable == nullable:
+        if grown == values and grown_nullable == nullable and signature(grown_variants) == signature(variants):
             closed = True
             break
         if len(grown) > MAX_VALUE_SET_SIZE:
@@ -142,7 +147,7 @@ def loop_values(graph: nx.DiGraph, loop: LoopProgram, vocab: Iterable[Any], max_
                 f"{rounds} iterations (its value set does not close under the body); bound the "
                 "state (e.g. a Map that clips or takes it modulo n) or use fewer steps"
             )
-        values, nullable = grown, grown_nullable
+        values, nullable, variants = grown, grown_nullable, grown_variants
         if rounds == MAX_VALUE_ROUNDS and loop.steps > rounds:
             raise ValueInferenceError(
                 f"{loop.state}: the loop's state still takes new values after {rounds} rounds of "
@@ -151,7 +156,7 @@ def loop_values(graph: nx.DiGraph, loop: LoopProgram, vocab: Iterable[Any], max_
                 f"or take it modulo n) so its values close, or use at most {MAX_VALUE_ROUNDS} steps"
             )
     if not closed:
-        infer_values(graph, vocab, max_seq_len, fixed={loop.state: (values, nullable)})
+        infer_values(graph, vocab, max_seq_len, fixed={loop.state: (values, nullable, variants)})
     if nullable and g.is_numerical(graph, loop.state):
         raise UnsupportedProgramError(
             [f"{loop.state}: a numerical loop state that can be None is not compiled (its none flag "

@@ -16,6 +16,7 @@ NAME = "name"  # the user's label (node keys get a suffix where two expressions 
 VALUE_SET = "value_set"  # the values the s-op can take (without None)
 NULLABLE = "nullable"  # whether it can be None
 BY_POSITION = "by_position"  # value sets per position, where they differ (`positional`)
+VARIANTS = "variants"  # {value: its variants}: values it takes with several Python types (`variants`)
 # Set by fusion (`compiler.passes.fuse`, `compiler.passes.optimize`): the node's function, the
 # labels it reads, and the labels of the nodes it absorbed.
 FN = "fn"

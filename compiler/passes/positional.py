@@ -20,6 +20,10 @@ containing every value it takes at position q on every input (of any length). Ru
 Anything else has no per-position structure (None) and keeps the plain inference. A rule that
 would need more work than its budget also returns None, so the plain inference (and its limits)
 decides.
+
+Types are the evaluator's, as in the plain inference: the per-position sets hold one
+representative per equality class, and the values that occur with several types are gathered
+for the whole s-op (`compiler.passes.variants`); functions are called on every variant.
 """
 
 from __future__ import annotations
@@ -33,10 +37,14 @@ import numpy as np
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import graph as g
 from compiler.passes import nodes, selectors, sums
+from compiler.passes.arithmetic import linear_values
+from compiler.passes.variants import NO_VARIANTS, Collector, Variants, results
 from craft.bases import INDICES_NAME
 from rasp import rasp
 
 PositionSets = tuple[frozenset, ...]
+# Per-position sets, nullability and the s-op's variants (`compiler.passes.variants`).
+Positional = tuple[PositionSets, bool, dict]
 
 # Most (x, y) pairs a position-wise SequenceMap rule enumerates (summed over positions).
 MAX_PAIRS = 4_000_000
@@ -48,32 +56,32 @@ MAX_SUM_WORK = 20_000_000
 
 def infer_positional(
     graph: nx.DiGraph, node: dict, vocab: frozenset, max_seq_len: int, call: Callable
-) -> tuple[PositionSets, bool] | None:
-    """Per-position value sets and nullability of one s-op node, or None (no structure).
+) -> Positional | None:
+    """Per-position value sets, nullability and variants of one s-op node, or None (no
+    structure).
 
     `call(expr, f, args)` evaluates a user function with the plain inference's error handling.
     """
     expr, kind = node[nodes.EXPR], node[nodes.KIND]
     L = max_seq_len
     if kind is g.NodeKind.TOKENS:
-        return (frozenset(vocab),) * L, False
+        return (frozenset(vocab),) * L, False, {}
     if kind is g.NodeKind.INDICES:
-        return tuple(frozenset({q}) for q in range(L)), False
+        return tuple(frozenset({q}) for q in range(L)), False, {}
     if kind is g.NodeKind.FULL:
-        return (frozenset({expr.fill} - {None}),) * L, expr.fill is None
+        return (frozenset({expr.fill} - {None}),) * L, expr.fill is None, {}
     if kind is g.NodeKind.MAP:
         inner = _positions(graph, expr.inner.label)
         if inner is None:
             return None
-        return _map(expr, inner, graph.nodes[expr.inner.label][nodes.NULLABLE], call)
+        return _map(expr, inner, graph.nodes[expr.inner.label], call)
     if kind is g.NodeKind.SEQUENCE_MAP and sums.is_sum(expr):
         return None  # the plain inference enumerates sums, not products of means
     if kind in (g.NodeKind.SEQUENCE_MAP, g.NodeKind.LINEAR_SEQUENCE_MAP):
         fst, snd = _positions(graph, expr.fst.label), _positions(graph, expr.snd.label)
         if fst is None or snd is None:
             return None
-        nullable = graph.nodes[expr.fst.label][nodes.NULLABLE] or graph.nodes[expr.snd.label][nodes.NULLABLE]
-        return _sequence_map(expr, fst, snd, nullable, call)
+        return _sequence_map(expr, fst, snd, graph.nodes[expr.fst.label], graph.nodes[expr.snd.label], call)
     if kind is g.NodeKind.AGGREGATE:
         return _aggregate(graph, expr, L)
     return None
@@ -83,18 +91,39 @@ def _positions(graph: nx.DiGraph, label: str) -> PositionSets | None:
     return graph.nodes[label].get(nodes.BY_POSITION)
 
 
-def _map(expr: rasp.Map, inner: PositionSets, nullable: bool, call: Callable) -> tuple[PositionSets, bool]:
-    results = {x: call(expr, expr.f, (x,)) for x in set().union(*inner)}
-    nullable = nullable or any(y is None for y in results.values())
-    return tuple(frozenset(results[x] for x in xs) - {None} for xs in inner), nullable
+def _variants(node: dict) -> Variants:
+    return node.get(nodes.VARIANTS) or NO_VARIANTS
+
+
+def _map(expr: rasp.Map, inner: PositionSets, inner_node: dict, call: Callable) -> Positional:
+    variants = _variants(inner_node)
+    found = Collector()
+    nullable = inner_node[nodes.NULLABLE]
+    first: dict = {}
+    for x in set().union(*inner):
+        if variants and x in variants:
+            ys = results(expr.label, (expr.inner.label,), (x,), (variants[x],), lambda args: call(expr, expr.f, args))
+        else:
+            ys = [call(expr, expr.f, (x,))]
+        first[x] = ys[0]
+        for y in ys:
+            if y is None:
+                nullable = True
+            else:
+                found.add(y)
+    return tuple(frozenset(first[x] for x in xs) - {None} for xs in inner), nullable, found.variants
 
 
 def _sequence_map(
-    expr: rasp.SequenceMap, fst: PositionSets, snd: PositionSets, nullable: bool, call: Callable
-) -> tuple[PositionSets, bool] | None:
+    expr: rasp.SequenceMap, fst: PositionSets, snd: PositionSets, fst_node: dict, snd_node: dict, call: Callable
+) -> Positional | None:
     same = expr.fst.label == expr.snd.label
     if not same and sum(len(a) * len(b) for a, b in zip(fst, snd)) > MAX_PAIRS:
         return None
+    nullable = fst_node[nodes.NULLABLE] or snd_node[nodes.NULLABLE]
+    x_variants, y_variants = _variants(fst_node), _variants(snd_node)
+    labels = (expr.fst.label, expr.snd.label)
+    found = Collector()
     cache: dict[tuple, Any] = {}
 
     def f(x: Any, y: Any) -> Any:
@@ -102,17 +131,32 @@ def _sequence_map(
         if key not in cache:
             if len(cache) >= MAX_VALUES:
                 raise _Budget
-            cache[key] = call(expr, expr.f, (x, y))
+            x_options = x_variants.get(x) if x_variants else None
+            y_options = None if same else (y_variants.get(y) if y_variants else None)
+            if x_options is None and y_options is None:
+                zs = [call(expr, expr.f, (x, y))]
+            else:
+                zs = results(expr.label, labels, key, (x_options, y_options),
+                             lambda args: call(expr, expr.f, args), diagonal=same)
+            for z in zs:
+                if z is not None:
+                    found.add(z)
+            cache[key] = zs[0]
         return cache[key]
 
+    linear = isinstance(expr, rasp.LinearSequenceMap)
     sets = []
     try:
         for a, b in zip(fst, snd):
             if same:
                 values = {f(x, x) for x in a}
-            elif isinstance(expr, rasp.LinearSequenceMap) and _numbers(a) and _numbers(b):
-                xs, ys = np.array(sorted(map(float, a))), np.array(sorted(map(float, b)))
-                values = set(np.unique(expr.fst_fac * xs[:, None] + expr.snd_fac * ys[None, :]).tolist())
+            elif linear and (blocks := linear_values(expr.fst_fac, expr.snd_fac, a, b, False)) is not None:
+                values = set()
+                for kind, block in blocks:
+                    values.update(block)
+                    found.add_all(block, kind)
+                values.update(f(x, y) for x in a if x in x_variants for y in b)  # a variant: f on each
+                values.update(f(x, y) for y in b if y in y_variants for x in a)
             else:
                 values = {f(x, y) for x in a for y in b}
             nullable = nullable or None in values
@@ -121,7 +165,7 @@ def _sequence_map(
         return None
     if len(set().union(*sets)) > MAX_VALUES:
         return None
-    return tuple(sets), nullable
+    return tuple(sets), nullable, found.variants
 
 
 class _Budget(Exception):
@@ -153,16 +197,18 @@ def _selected_sets(graph: nx.DiGraph, expr: rasp.Aggregate, L: int) -> list[set[
     return found
 
 
-def _aggregate(graph: nx.DiGraph, expr: rasp.Aggregate, L: int) -> tuple[PositionSets, bool] | None:
+def _aggregate(graph: nx.DiGraph, expr: rasp.Aggregate, L: int) -> Positional | None:
     values = _positions(graph, expr.sop.label)
     if values is None:
         return None
     candidates = _selected_sets(graph, expr, L)
     if candidates is None:
         return None
-    sop_nullable = graph.nodes[expr.sop.label][nodes.NULLABLE]
+    sop_node = graph.nodes[expr.sop.label]
+    sop_nullable = sop_node[nodes.NULLABLE]
     default = expr.default
     empty = any(() in sets for sets in candidates)
+    found = Collector()
     if rasp.is_numerical(expr):
         if sop_nullable or not all(_numbers(v) for v in values):
             return None  # the plain inference and validation report it
@@ -170,17 +216,21 @@ def _aggregate(graph: nx.DiGraph, expr: rasp.Aggregate, L: int) -> tuple[Positio
             per_query = _numerical_means(values, candidates)
         except _Budget:
             return None
+        for means in per_query:  # `sum(...) / len(...)`: floats
+            found.add_all(means, float)
     else:
         per_query = [set().union(*(values[k] for keys in sets for k in keys)) for sets in candidates]
+        found.add_variants(set().union(*per_query), _variants(sop_node))  # the selected value itself
     sets = []
-    for q, found in enumerate(per_query):
+    for q, selected in enumerate(per_query):
         if () in candidates[q] and default is not None:
-            found = found | {default}
-        sets.append(frozenset(found))
+            selected = selected | {default}
+            found.add(default)
+        sets.append(frozenset(selected))
     nullable = (empty and default is None) or (sop_nullable and not rasp.is_numerical(expr))
     if len(set().union(*sets)) > MAX_VALUES:
         return None
-    return tuple(sets), nullable
+    return tuple(sets), nullable, found.variants
 
 
 def _numerical_means(values: PositionSets, candidates: list[set[tuple[int, ...]]]) -> list[set]:

@@ -2,7 +2,7 @@
 
 import collections
 
-from compiler.fuzzing import program_spec, random_programs
+from compiler.fuzzing import function_menu, program_spec, random_programs
 from rasp import lib, rasp
 
 from compiler.fuzzing import checkpoint, driver
@@ -33,6 +33,10 @@ def test_generator_covers_every_construct():
                 seen["lib " + op.params[0]] += 1
             if op.kind in ("map", "aggregate", "width", "seqmap", "linmap") and op.numerical:
                 seen["numerical " + op.kind] += 1
+            if op.kind in ("map", "seqmap", "select"):
+                for marker in ("str(", "isinstance(", "type(", "len(str(k)) == len(str(q))"):
+                    seen["type-sensitive " + marker] += marker in op.params[0]
+            seen.update(_shapes(spec, op))
     for kind in ("map", "seqmap", "linmap", "full", "aggregate", "width", "shift", "select", "and", "or", "not"):
         assert seen[kind], kind
     for comparison in rasp.Comparison:
@@ -42,6 +46,31 @@ def test_generator_covers_every_construct():
         assert seen["lib " + name], name
     for kind in ("map", "aggregate", "width", "seqmap", "linmap"):
         assert seen["numerical " + kind], kind
+    for marker in ("str(", "isinstance(", "type(", "len(str(k)) == len(str(q))"):
+        assert seen["type-sensitive " + marker], marker
+    for shape in ("seqmap of an s-op with itself", "seqmap of an s-op and a Map of it",
+                  "copy of a many-to-one Map, read", "numerical copy of a many-to-one Map"):
+        assert seen[shape], shape
+
+
+def _shapes(spec, op) -> list[str]:
+    """The value-inference shapes (`random_programs.add_chain`, `add_self_seqmap`) `op` ends."""
+    ops, shapes = spec.ops, []
+    many_to_one = {f.source for f in function_menu.MANY_TO_ONE}
+    if op.kind == "seqmap":
+        x, y = op.args
+        if x == y:
+            shapes.append("seqmap of an s-op with itself")
+        elif (ops[x].kind == "map" and ops[x].args == (y,)) or (ops[y].kind == "map" and ops[y].args == (x,)):
+            shapes.append("seqmap of an s-op and a Map of it")
+    if op.kind in ("map", "seqmap"):
+        source = ops[op.args[0]]
+        values = source.args[-1] if source.kind in ("aggregate", "shift") else None
+        if values is not None and ops[values].kind == "map" and ops[values].params[0] in many_to_one:
+            shapes.append("copy of a many-to-one Map, read")
+            if source.numerical:
+                shapes.append("numerical copy of a many-to-one Map")
+    return shapes
 
 
 def test_printed_source_rebuilds_the_same_program():
@@ -95,3 +124,21 @@ def test_results_file_resumes_and_redoes(tmp_path, capsys):
 def test_a_non_positive_program_timeout_is_refused(capsys):
     assert driver.main(["-n", "1", "--jobs", "2", "--program-timeout", "0", "--quiet"]) == 2
     assert "--program-timeout must be positive, got 0" in capsys.readouterr().err
+
+
+def test_numpy_forward_repeats_a_compiled_loops_tied_block():
+    """The numpy interpreter runs the layers in `config.layer_order` (it used to run a loop's
+    tied block once, so a loop model's numpy output was one iteration's)."""
+    import numpy as np
+
+    from compiler import compile_rasp
+    from compiler.fuzzing import numpy_forward
+
+    loop = lib.make_parity_loop(3)
+    model = compile_rasp(loop, {0, 1}, 4)
+    assert model.config.tied.repeats == 3
+    batch = [["BOS", 1, 0, 1, 1], ["BOS", 0, 1, 1, 0]]
+    ids = model.input_encoder.encode_batch(batch)
+    logits = numpy_forward.forward(model.config, model.params, ids)
+    decoded = [model.output_encoder.decode(row)[1:] for row in np.asarray(logits)]
+    assert decoded == [loop([1, 0, 1, 1]), loop([0, 1, 1, 0])] == [row[1:] for row in model.apply_batch(batch)]
