@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.model.encoders import EMPTY_THRESHOLD
 from compression.learned.frozen import FrozenModel
 from compression.learned.projection import pad_columns
 from compression.learned.sampling import InputSpace
@@ -24,15 +25,24 @@ ReferenceFn = Callable[[list[Hashable]], Sequence[Any]]
 class ReferenceSet:
     """Evaluation inputs with the expected output at every position.
 
-    ``targets`` holds, per position, the index of the expected output value (categorical) or the
-    expected number (numerical); ``mask`` is 1 where a position is scored (a real token whose
-    reference value is not None).
+    ``targets`` holds, per position, the index of the expected output value (categorical; -1 for a
+    value the model has no logit for, which no output matches) or the expected number
+    (numerical); ``mask`` is 1 where a real position's reference is a value, ``none`` 1 where it
+    is None. Accuracy scores both like the model's decoder reads them: a categorical position is
+    right when its largest logit is its value's and at least ``EMPTY_THRESHOLD``, a None position
+    when every logit is below it. Training reads ``targets`` and ``mask`` only.
     """
 
     ids: np.ndarray  # [N, T] int32
     targets: np.ndarray  # [N, T] int32 or float32
     mask: np.ndarray  # [N, T] float32
     kind: str  # "categorical" | "numerical"
+    none: np.ndarray | None = None  # [N, T] float32 (None: no position's reference is None)
+
+    @property
+    def scored(self) -> np.ndarray:
+        """[N, T] float32: 1 where a position is scored (a value or None)."""
+        return self.mask if self.none is None else np.maximum(self.mask, self.none)
 
 
 def build_reference_set(
@@ -42,25 +52,26 @@ def build_reference_set(
     """Run ``reference_fn`` on the tokens of every row of ``ids``.
 
     For categorical outputs ``output_values`` lists the values in logit order; a reference value
-    outside it (or None) is not scored.
+    outside it gets target -1 (no output matches it). A None reference is scored as None at a
+    categorical output; a numerical output has no None (it is not scored there).
     """
     ids = np.asarray(ids, np.int32)
     dtype = np.int32 if kind == "categorical" else np.float32
     targets = np.zeros(ids.shape, dtype)
     mask = np.zeros(ids.shape, np.float32)
+    none = np.zeros(ids.shape, np.float32)
     index = {v: i for i, v in enumerate(output_values or ())}
     for r, row in enumerate(ids):
         for p, value in enumerate(reference_fn(space.decode(row)), start=1):
             if value is None:
+                none[r, p] = float(kind == "categorical")
                 continue
             if kind == "categorical":
-                if value not in index:
-                    continue
-                targets[r, p] = index[value]
+                targets[r, p] = index.get(value, -1)
             else:
                 targets[r, p] = float(value)
             mask[r, p] = 1.0
-    return ReferenceSet(ids, targets, mask, kind)
+    return ReferenceSet(ids, targets, mask, kind, none)
 
 
 def nearest_value_tolerance(refs: ReferenceSet) -> float:
@@ -125,9 +136,10 @@ def _score(model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: 
     proj = None if projection is None else pad_columns(projection, model.residual_dim)
     totals = np.zeros(4, np.float64)  # right positions, right sequences, scored positions, squared error
     flags = []
+    none = refs.none if refs.none is not None else np.zeros(refs.mask.shape, np.float32)
     for start in range(0, len(refs.ids), batch_size):
         sl = slice(start, start + batch_size)
-        batch_totals, right = fn(model.params, proj, refs.ids[sl], refs.targets[sl], refs.mask[sl])
+        batch_totals, right = fn(model.params, proj, refs.ids[sl], refs.targets[sl], refs.mask[sl], none[sl])
         totals += np.asarray(batch_totals, np.float64)
         flags.append(np.asarray(right))
     return totals, np.concatenate(flags) if flags else np.zeros(0, bool)
@@ -137,24 +149,30 @@ _SCORES_CACHE: dict[tuple[Callable, str, float], Callable] = {}
 
 
 def _scores_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
-    """Jitted ``(params, projection, ids, targets, mask) -> ([4], [B])``: right positions, right
-    sequences, scored positions and summed squared error (0 for categorical outputs) of one batch,
-    and whether each input is right at every scored position."""
+    """Jitted ``(params, projection, ids, targets, mask, none) -> ([4], [B])``: right positions,
+    right sequences, scored positions and summed squared error (0 for categorical outputs) of one
+    batch, and whether each input is right at every scored position (categorical positions read
+    as the model's decoder reads them, :class:`ReferenceSet`)."""
     key = (model.forward, kind, atol)
     if key not in _SCORES_CACHE:
         forward = model.forward
 
-        def scores(params, projection, ids, targets, mask):
+        def scores(params, projection, ids, targets, mask, none):
             out = forward(params, ids, projection=projection).output
             if kind == "categorical":
-                right = jnp.argmax(out, axis=-1) == targets
+                top = jnp.max(out, axis=-1) if out.shape[-1] else jnp.full(targets.shape, -jnp.inf)
+                shown = top >= EMPTY_THRESHOLD
+                best = jnp.argmax(out, axis=-1) if out.shape[-1] else jnp.full(targets.shape, -1)
+                right = jnp.where(none > 0, ~shown, shown & (best == targets))
                 err = jnp.zeros(targets.shape, jnp.float32)
+                weight = jnp.maximum(mask, none)
             else:
                 right = jnp.abs(out - targets) <= atol
                 err = jnp.square(out - targets)
-            scored = mask > 0
+                weight = mask
+            scored = weight > 0
             whole = jnp.all(right | ~scored, axis=1)
-            return jnp.stack([jnp.sum(right * mask), jnp.sum(whole).astype(jnp.float32), jnp.sum(mask),
+            return jnp.stack([jnp.sum(right * weight), jnp.sum(whole).astype(jnp.float32), jnp.sum(weight),
                               jnp.sum(err * mask)]), whole
 
         _SCORES_CACHE[key] = jax.jit(scores)

@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compression.analytic.packing import AnalyticReport, Method, interference_bound, make_projection
+from compression.analytic.bound import interference_bound
+from compression.analytic.packing import AnalyticReport, Method, make_projection
 from compression.analytic.structure import ResidualStructure, residual_structure
 from compression.evaluation import ReferenceSet, accuracy, nearest_value_tolerance, sequences_right
 from compression.learned.sampling import enumerate_inputs, sample_inputs

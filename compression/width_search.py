@@ -21,9 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from compression.analysis import pca_baseline
-from compression.analytic.packing import (
-    Method, interference_bound, make_projection, min_width, packed_projection, packed_width,
-)
+from compression.analytic.bound import interference_bound
+from compression.analytic.packing import Method, make_projection, min_width, packed_projection, packed_width
 from compression.analytic.structure import ResidualStructure
 from compression.exactness import ExactnessCheck
 from compression.learned.config import GDRecipe, TrainConfig

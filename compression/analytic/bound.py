@@ -238,15 +238,24 @@ def _excursions(piece: NumberPiece, low: np.ndarray, high: np.ndarray, at: np.nd
     return up, down
 
 
+def _exact_products(weights: np.ndarray) -> np.ndarray:
+    """Where a float32 product by ``weights`` is exact: 0 and powers of two (they only shift the
+    exponent), which is what the compiler's discretising MLPs use as slopes."""
+    magnitude = np.abs(weights)
+    with np.errstate(divide="ignore"):
+        exponent = np.log2(np.where(magnitude > 0, magnitude, 1.0))
+    return (magnitude == 0) | (exponent == np.round(exponent))
+
+
 def _piece_rounding(shape: NumberPiece, values: np.ndarray, reach: float, terms: np.ndarray) -> np.ndarray:
     """Per value and output ``[values, writes]``: the float32 rounding the units add with the
-    number within ``reach`` of the value: each active unit's pre-activation (a product and a sum,
-    ``2u (|a| |x| + |b|)``, through the 1-Lipschitz ReLU), the output's sum of ``terms`` products
-    and its addition into the stream."""
+    number within ``reach`` of the value: each active unit's pre-activation (the product ``a x``,
+    exact for a power-of-two slope, and the sum ``a x + b``: ``u (|a x| + |a x + b|)``, through
+    the 1-Lipschitz ReLU), the output's sum of ``terms`` products and its addition into the stream."""
     slope, intercept = np.abs(shape.slope)[None, :], shape.intercept[None, :]
     pre = values[:, None] * shape.slope[None, :] + intercept
-    size = slope * (np.abs(values)[:, None] + reach) + np.abs(intercept)
-    unit = 2.0 * FLOAT32_UNIT * size
+    product = np.where(_exact_products(shape.slope)[None, :], 0.0, slope * (np.abs(values)[:, None] + reach))
+    unit = FLOAT32_UNIT * (product + np.abs(pre) + slope * reach)
     active = pre + slope * reach + unit > 0
     weights = np.abs(shape.w_out)
     hidden = np.maximum(pre + slope * reach, 0.0)

@@ -1,11 +1,13 @@
-"""What the compiled model's values can be: magnitudes, float rounding, and its own noise.
+"""What the compiled model's values can be: their ranges, float rounding, and its own noise.
 
 Three things the interference bound needs besides the weights, all derived from them:
 
-* **magnitude**: a bound on ``|x_i|`` over every input, propagated in execution order: the
-  embedding tables' largest entries; a head writes a mixture of its values, so at most their
-  largest; a ReLU unit at most its largest pre-activation (one value per s-op on). Categorical
-  values are 1 (their class size where alike values share a direction).
+* **range**: the smallest and largest value of every coordinate over every input, propagated in
+  execution order: the embedding tables' entries; a head writes a mixture of its values, so
+  within their range; a ReLU unit between 0 and its largest pre-activation (one value per s-op
+  on); a number piece its outputs at its number's values. A number never leaves its value set
+  (where the compiled model's graph gives it). Categorical values are 0 or 1 (their class size
+  where alike values share a direction).
 * **rounding**: how much float32 rounding (unit ``u = 2^-24``) each sub-layer can add, with
   ``n`` the terms of a sum: a hidden unit's pre-activation ``u (n + 1) Σ |a_j| |x_j|``, an MLP
   output ``u (n + 1) Σ_units |w| h_max`` plus the addition into the stream; a head's scores
@@ -36,8 +38,9 @@ U = FLOAT32_UNIT
 
 
 def calibrated(view: ModelView, compiled: CompiledModel) -> ModelView:
-    """``view`` with its magnitudes, rounding and noise (module docstring)."""
-    view = dataclasses.replace(view, magnitude=magnitudes(view, compiled))
+    """``view`` with its value ranges, rounding and noise (module docstring)."""
+    low, high = value_ranges(view, compiled)
+    view = dataclasses.replace(view, low=low, high=high)
     view = _with_rounding(view, compiled.config.max_seq_len + 1)
     found = walk(view, None)
     return dataclasses.replace(view, noise=tuple(_noise(view, errors) for errors in (*found.before, found.errors)))
@@ -54,31 +57,48 @@ def _noise(view: ModelView, found: Errors) -> Noise:
                  np.maximum(np.abs(found.scale_lo), np.abs(found.scale_hi)))
 
 
-def magnitudes(view: ModelView, compiled: CompiledModel) -> np.ndarray:
-    """A bound on ``|x_i|`` per coordinate over every input (module docstring)."""
+def value_ranges(view: ModelView, compiled: CompiledModel) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest and largest value of every coordinate over every input (module docstring)."""
     categorical = view.categorical
-    bound = np.abs(weights.token_embedding(compiled)).max(axis=0) + np.abs(weights.position_embedding(compiled)).max(axis=0)
-    bound[categorical] = view.amplification[categorical]
+    tokens, positions = weights.token_embedding(compiled), weights.position_embedding(compiled)
+    low = tokens.min(axis=0) + positions.min(axis=0)
+    high = tokens.max(axis=0) + positions.max(axis=0)
+    low[categorical], high[categorical] = 0.0, view.amplification[categorical]
+
+    def clip() -> None:
+        for i, values in view.values.items():  # a number never leaves its value set
+            low[i], high[i] = max(low[i], values.min()), min(high[i], values.max())
+
+    clip()
     numeric = ~categorical
     for sublayer in view.sublayers:
-        written = np.zeros_like(bound)
+        written_lo, written_hi = np.zeros_like(low), np.zeros_like(high)
         if isinstance(sublayer, MLPView):
             if sublayer.activation not in ("relu", "identity"):
-                written[:] = np.inf
+                written_lo[:], written_hi[:] = -np.inf, np.inf
             else:
-                lo, hi = compiled_ranges(view, bound, sublayer.w_in)
-                top = np.maximum(hi, 0.0) if sublayer.activation == "relu" else np.maximum(np.abs(lo), np.abs(hi))
-                written = abs(sublayer.w_out).T @ top
+                lo, hi = compiled_ranges(view, low, high, sublayer.w_in)
+                if sublayer.activation == "relu":
+                    lo, hi = np.zeros_like(lo), np.maximum(hi, 0.0)
+                positive, negative = sublayer.w_out.maximum(0), (-sublayer.w_out).maximum(0)
+                written_lo = positive.T @ lo - negative.T @ hi
+                written_hi = positive.T @ hi - negative.T @ lo
+                for piece in sublayer.pieces:  # a piece is evaluated at the values its number takes
+                    outputs = np.vstack([piece(piece.values), np.zeros((1, piece.writes.size))])
+                    written_lo[piece.writes], written_hi[piece.writes] = outputs.min(axis=0), outputs.max(axis=0)
         else:
             for head in sublayer:
-                lo, hi = compiled_ranges(view, bound, head.ov)  # a mixture of values stays within their range
-                np.add.at(written, head.writes, np.maximum(np.abs(lo), np.abs(hi)))
-        bound = bound + np.where(numeric, written, 0.0)
-    return bound
+                lo, hi = compiled_ranges(view, low, high, head.ov)  # a mixture of values stays within their range
+                np.add.at(written_lo, head.writes, np.minimum(lo, 0.0))
+                np.add.at(written_hi, head.writes, np.maximum(hi, 0.0))
+        low = low + np.where(numeric, written_lo, 0.0)
+        high = high + np.where(numeric, written_hi, 0.0)
+        clip()
+    return low, high
 
 
 def _largest(view: ModelView, matrix) -> np.ndarray:
-    lo, hi = compiled_ranges(view, view.magnitude, matrix)
+    lo, hi = compiled_ranges(view, view.low, view.high, matrix)
     return np.maximum(np.abs(lo), np.abs(hi))
 
 
@@ -98,7 +118,7 @@ def _largest_score(view: ModelView, head) -> float:
     if not used.size:
         return 0.0
     per_key = np.zeros(view.residual_dim)
-    per_key[used] = compiled_ranges(view, view.magnitude, absolute[:, used])[1]
+    per_key[used] = compiled_ranges(view, -view.magnitude, view.magnitude, absolute[:, used])[1]
     total = 0.0
     for coords in view.groups:
         total += float((per_key[coords] * view.magnitude[coords]).max(initial=0.0))

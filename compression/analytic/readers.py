@@ -69,8 +69,14 @@ class Errors:
     def plus(self, on_lo: np.ndarray, on_hi: np.ndarray, off_lo: np.ndarray, off_hi: np.ndarray,
              scale_lo: np.ndarray | None = None, scale_hi: np.ndarray | None = None) -> Errors:
         """These errors followed by more (scales compose: ``(1 + a)(1 + b) - 1``)."""
-        lo = self.scale_lo if scale_lo is None else self.scale_lo + scale_lo + np.minimum(self.scale_lo * scale_lo, 0.0)
-        hi = self.scale_hi if scale_hi is None else self.scale_hi + scale_hi + np.maximum(self.scale_hi * scale_hi, 0.0)
+        def compose(a: np.ndarray, b: np.ndarray | None, pick) -> np.ndarray:
+            if b is None:
+                return a
+            with np.errstate(invalid="ignore"):  # inf * 0: no product where either is 0
+                product = np.where((a == 0) | (b == 0), 0.0, a * b)
+            return a + b + pick(product, 0.0)
+
+        lo, hi = compose(self.scale_lo, scale_lo, np.minimum), compose(self.scale_hi, scale_hi, np.maximum)
         return Errors(self.on_lo + on_lo, self.on_hi + on_hi, self.off_lo + off_lo, self.off_hi + off_hi, lo, hi)
 
     def absolute(self, magnitude: np.ndarray, keep: np.ndarray | None = None) -> Errors:
@@ -191,21 +197,22 @@ def _interval(scale: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
     return np.minimum(a, b), np.maximum(a, b)
 
 
-def compiled_ranges(view: ModelView, magnitude: np.ndarray, matrix: sparse.csc_array) -> tuple[np.ndarray, np.ndarray]:
-    """The range of each reader's compiled value over every input, with ``|x_i| <= magnitude_i``
-    (per s-op one value on, or none; numbers anywhere within their magnitude)."""
-    return reader_parts(view, None, matrix, magnitude=magnitude).compiled_range()
+def compiled_ranges(view: ModelView, low: np.ndarray, high: np.ndarray, matrix: sparse.csc_array) -> tuple[np.ndarray, np.ndarray]:
+    """The range of each reader's compiled value over every input, with ``low <= x <= high``
+    (per s-op one value on, or none; numbers anywhere within their range)."""
+    return reader_parts(view, None, matrix, ranges=(low, high)).compiled_range()
 
 
 def reader_parts(view: ModelView, proj: Projection | None, matrix: sparse.csc_array, errors: Errors | None = None,
-                 merge: sparse.csr_array | None = None, magnitude: np.ndarray | None = None,
+                 merge: sparse.csr_array | None = None, ranges: tuple[np.ndarray, np.ndarray] | None = None,
                  noise: Noise | None = None) -> ReaderParts:
     """:class:`ReaderParts` of every column of ``matrix`` ``[D, n]`` under ``proj`` (None: the
     compiled model, ``W = I``), with ``E`` within ``errors`` (None: 0), the class-sharing
     reference ``merge`` (``S``; None: the identity) and the compiled model's ``noise`` where the
     reading happens (None: exact values)."""
     width, n = matrix.shape
-    magnitude = view.magnitude if magnitude is None else magnitude
+    low, high = (view.low, view.high) if ranges is None else ranges
+    magnitude = np.maximum(np.abs(low), np.abs(high))
     errors = None if errors is None else errors.absolute(view.magnitude)
     rows = np.concatenate(view.groups) if view.groups else np.zeros(0, np.int64)
     starts = np.cumsum([0] + [len(g) for g in view.groups[:-1]]).astype(np.int64) if view.groups else np.zeros(0, np.int64)
@@ -227,7 +234,9 @@ def reader_parts(view: ModelView, proj: Projection | None, matrix: sparse.csc_ar
         ref = a if merge is None else np.asarray(merge @ a)
         m = a.shape[1]
         bias = ref[view.one] if view.one is not None else np.zeros(m)
-        numbers = magnitude[numeric] @ np.abs(ref[numeric]) if numeric.size else np.zeros(m)
+        weights = ref[numeric]
+        numbers_lo = np.sum(np.minimum(weights * low[numeric, None], weights * high[numeric, None]), axis=0)
+        numbers_hi = np.sum(np.maximum(weights * low[numeric, None], weights * high[numeric, None]), axis=0)
         c = np.zeros((width, m))
         wta = None
         extra_lo, extra_hi = np.zeros(m), np.zeros(m)
@@ -283,7 +292,7 @@ def reader_parts(view: ModelView, proj: Projection | None, matrix: sparse.csc_ar
             base_lo, base_hi, jitter = extra_lo, extra_hi, np.zeros(m)
         if numeric.size:
             jitter = jitter + noise.on[numeric] @ np.abs(ref[numeric])
-        for name, value in (("bias", bias), ("numbers_lo", -numbers), ("numbers_hi", numbers),
+        for name, value in (("bias", bias), ("numbers_lo", numbers_lo), ("numbers_hi", numbers_hi),
                             ("reads_numbers", np.any(ref[numeric] != 0, axis=0)), ("noise", jitter), ("read", read),
                             ("alpha_lo", alpha_lo), ("alpha_hi", alpha_hi), ("shift_lo", shift_lo),
                             ("shift_hi", shift_hi), ("off_lo", group_off_lo), ("off_hi", group_off_hi),

@@ -10,16 +10,15 @@ bound needs to know which states the stream can be in:
 
 * **groups**: the coordinates of one categorical s-op, of which at most one is on at any
   position (a value of the s-op), at 1 give or take the compiled model's float noise;
-* **magnitude**: a bound on ``|x_i|`` over every input for every coordinate (1 for categorical
-  values, the amplification of a merged class, and for numbers a bound propagated through the
-  compiled weights: embedding tables, convex mixtures in attention, ReLU units' largest
-  pre-activation);
+* **range**: the smallest and largest value of every coordinate over every input (0 and 1 for
+  categorical values, 1 being the class size where alike values share a direction; for numbers
+  propagated through the compiled weights and clipped to their value sets);
 * **noise**: how far the compiled model's float32 values can be from the exact ones (a one-hot
   value's 1 and 0, a number), apart for a categorical coordinate on and off;
 * **rounding**: per sub-layer, how much float32 rounding its own computation can add;
 * **dead**: coordinates known to be 0 on every input (``never_on``).
 
-:func:`model_view` reads the matrices; magnitudes, rounding and noise are derived from them by
+:func:`model_view` reads the matrices; ranges, rounding and noise are derived from them by
 :func:`compression.analytic.envelope.calibrated`. Nothing here depends on the projection W;
 :mod:`compression.analytic.bound` combines a view with a W.
 """
@@ -151,7 +150,8 @@ class ModelView:
     groups: tuple[np.ndarray, ...]  # categorical s-ops' coordinates
     group_of: np.ndarray  # [D] int: index into groups, -1 for coordinates that are not categorical values
     one: int | None  # the `one` coordinate (always 1)
-    magnitude: np.ndarray  # [D] bound on |x_i|
+    low: np.ndarray  # [D] the smallest value x_i takes (0 for categorical values)
+    high: np.ndarray  # [D] the largest (the amplification for categorical values)
     dead: np.ndarray  # [D] bool: 0 on every input
     amplification: np.ndarray  # [D] largest on value when classes share directions (1 elsewhere)
     single_writer: np.ndarray  # [D] bool: categorical, written by exactly one sub-layer and not embedded
@@ -160,6 +160,7 @@ class ModelView:
     unembed_rounding: np.ndarray | None = None  # [n_out]
     positions: int = 1  # most keys a query sees (max_seq_len + 1, BOS included)
     noise: tuple[Noise, ...] = ()  # per sub-layer, what it reads; last, what the unembedding reads
+    values: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)  # numbers' value sets, where known
 
     def noise_at(self, layer: int) -> Noise:
         """The compiled model's noise where sub-layer ``layer`` reads (``len(sublayers)``: the
@@ -170,6 +171,11 @@ class ModelView:
     @property
     def residual_dim(self) -> int:
         return len(self.labels)
+
+    @property
+    def magnitude(self) -> np.ndarray:
+        """[D] a bound on ``|x_i|``."""
+        return np.maximum(np.abs(self.low), np.abs(self.high))
 
     @property
     def categorical(self) -> np.ndarray:
@@ -326,8 +332,8 @@ def _numeric_columns(compiled: CompiledModel, width: int) -> np.ndarray:
 def model_view(compiled: CompiledModel, groups: Iterable[Iterable[int]], never_on: Iterable[int] = (),
                amplification: np.ndarray | None = None) -> ModelView:
     """The matrices of ``compiled`` (untied first) with the categorical ``groups`` of its
-    :class:`~compression.analytic.structure.ResidualStructure`; magnitudes, rounding and noise
-    are left for :func:`compression.analytic.envelope.calibrated` (magnitude 1, noise 0).
+    :class:`~compression.analytic.structure.ResidualStructure`; ranges, rounding and noise
+    are left for :func:`compression.analytic.envelope.calibrated` (range [0, 1], noise 0).
 
     Args:
       compiled: the compiled model.
@@ -353,7 +359,8 @@ def model_view(compiled: CompiledModel, groups: Iterable[Iterable[int]], never_o
     numeric = group_of < 0
     if one is not None:
         numeric[one] = False
-    sublayers = _sublayers(compiled, number_values(compiled), numeric, one, bos, group_of)
+    known = number_values(compiled)
+    sublayers = _sublayers(compiled, known, numeric, one, bos, group_of)
     writers = np.zeros(width, np.int64)
     for sublayer in sublayers:
         written = np.zeros(width, bool)
@@ -366,5 +373,6 @@ def model_view(compiled: CompiledModel, groups: Iterable[Iterable[int]], never_o
     embedded = np.any(weights.token_embedding(compiled) != 0, axis=0) | np.any(weights.position_embedding(compiled) != 0, axis=0)
     single_writer = (group_of >= 0) & (writers == 1) & ~embedded
     return ModelView(labels, sublayers, _csc(unembed), _numeric_columns(compiled, unembed.shape[1]), group_list,
-                     group_of, one, np.ones(width), dead, amp, single_writer,
-                     positions=compiled.config.max_seq_len + 1)
+                     group_of, one, np.zeros(width), np.ones(width), dead, amp, single_writer,
+                     positions=compiled.config.max_seq_len + 1,
+                     values={i: known[label] for i, label in enumerate(labels) if label in known and numeric[i]})

@@ -1,4 +1,6 @@
-"""Analytic projections: exact where the bound says so (all inputs), and the bound holds."""
+"""Analytic projections: their constructions, exact where the bound says so (all inputs).
+
+That the bound holds sub-layer by sub-layer is tests/compression/test_bound.py."""
 
 import dataclasses
 
@@ -7,10 +9,9 @@ import numpy as np
 import pytest
 
 from compression.analytic.codes import code_overlap, exclusive_code, smallest_code
-from compression.analytic.packing import (
-    interference_bound, min_width, packed_projection, packed_width, random_projection,
-)
-from compression.analytic.structure import UNEMBED, residual_structure
+from compression.analytic.bound import interference_bound
+from compression.analytic.packing import min_width, packed_projection, packed_width, random_projection
+from compression.analytic.structure import residual_structure
 from compression.exactness import analytic_projection, exactness_check, never_on
 from compression.experiments.sweep import program_task
 from compression.learned.config import TrainConfig
@@ -31,30 +32,6 @@ def case(request):
     return task, residual_structure(task.compiled), check
 
 
-def _measured_deviations(task, structure, w, ids):
-    """Per tolerant read: max |read in compressed run - read in compiled run| over non-PAD positions.
-
-    A value that shares its row of ``w`` with class-mates is compared with the compiled sum over
-    them (the compressed model cannot and need not tell them apart)."""
-    model = task.model
-    ids = jnp.asarray(ids)
-    w = np.pad(w, ((0, 0), (0, w.shape[0] - w.shape[1])))  # zero columns: same W Wᵀ, one compilation
-    plain = [np.asarray(r) for r in model.forward(model.params, ids).residuals]
-    squeezed = [np.asarray(r) for r in model.forward(model.params, ids, projection=jnp.asarray(w)).residuals]
-    real = np.asarray(ids) != model.pad_id
-    same = np.eye(structure.residual_dim)
-    for members in structure.classes:
-        for i in members:
-            for j in members:
-                same[i, j] = float(np.array_equal(w[i], w[j]))
-    out = []
-    for read in structure.reads:
-        snapshot = len(plain) - 1 if read.kind == UNEMBED else read.layer
-        diff = np.abs(squeezed[snapshot] - plain[snapshot] @ same)[..., list(read.coords)]
-        out.append(float(diff[real].max()))
-    return out
-
-
 def test_packed_projection_is_exact_where_its_bound_claims(case):
     task, structure, check = case
     d = packed_width(structure)
@@ -66,21 +43,18 @@ def test_packed_projection_is_exact_where_its_bound_claims(case):
 
 
 @pytest.mark.parametrize("method", ["packed", "random"])
-def test_bound_is_never_exceeded(case, method):
-    """Measured read deviations stay within the bound at every read the bound still vouches for
-    (all reads before the first one whose margin fails), at several widths."""
+def test_every_claim_is_exact(case, method):
+    """At the construction's narrowest width, halfway to D and the packed full-margin width: each
+    width the bound calls exact is exact on every input."""
     task, structure, check = case
     lo = min_width(structure, method)
+    claimed = 0
     for d in sorted({lo, (lo + structure.residual_dim) // 2, packed_width(structure)}):
         w = packed_projection(structure, d) if method == "packed" else random_projection(structure, d, seed=3)
-        bound = interference_bound(structure, w)
-        measured = _measured_deviations(task, structure, w, check.refs.ids)
-        for read, seen in zip(bound.reads, measured):
-            assert seen <= read.deviation + 1e-5, (d, read)
-            if read.load >= 1.0:
-                break
-        if bound.claims_exact:
+        if interference_bound(structure, w).claims_exact:
+            claimed += 1
             assert check.is_exact(w), d
+    assert method == "random" or claimed
 
 
 def test_alike_values_share_a_direction():
@@ -106,9 +80,6 @@ def test_alike_values_share_a_direction():
         assert all(np.array_equal(w[i], w[members[0]]) for i in members)
     apart = dataclasses.replace(structure, classes=(), amplification=())  # one vector per pair
     assert packed_width(apart) > d
-    measured = _measured_deviations(task, structure, w, check.refs.ids)
-    for read, seen in zip(interference_bound(structure, w).reads, measured):
-        assert seen <= read.deviation + 1e-5, read
 
 
 def test_never_on_values_get_the_zero_row():
