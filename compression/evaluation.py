@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compiler.model.encoders import EMPTY_THRESHOLD
+from rasp import RaspEvaluationError
 from compression.learned.frozen import FrozenModel
 from compression.learned.projection import pad_columns
 from compression.learned.sampling import InputSpace
@@ -38,6 +39,12 @@ class ReferenceSet:
     mask: np.ndarray  # [N, T] float32
     kind: str  # "categorical" | "numerical"
     none: np.ndarray | None = None  # [N, T] float32 (None: no position's reference is None)
+    defined: np.ndarray | None = None  # [N] bool: inputs RASP gives an output for (None: all)
+
+    @property
+    def checked(self) -> int:
+        """How many inputs are scored: those inside the program's domain."""
+        return len(self.ids) if self.defined is None else int(self.defined.sum())
 
     @property
     def scored(self) -> np.ndarray:
@@ -53,16 +60,24 @@ def build_reference_set(
 
     For categorical outputs ``output_values`` lists the values in logit order; a reference value
     outside it gets target -1 (no output matches it). A None reference is scored as None at a
-    categorical output; a numerical output has no None (it is not scored there).
+    categorical output; a numerical output has no None (it is not scored there). An input the
+    evaluator rejects (``rasp.RaspEvaluationError``: outside the program's domain, e.g. a
+    categorical Aggregate selecting different values) has no reference and is not scored.
     """
     ids = np.asarray(ids, np.int32)
     dtype = np.int32 if kind == "categorical" else np.float32
     targets = np.zeros(ids.shape, dtype)
     mask = np.zeros(ids.shape, np.float32)
     none = np.zeros(ids.shape, np.float32)
+    defined = np.ones(len(ids), bool)
     index = {v: i for i, v in enumerate(output_values or ())}
     for r, row in enumerate(ids):
-        for p, value in enumerate(reference_fn(space.decode(row)), start=1):
+        try:
+            outputs = reference_fn(space.decode(row))
+        except RaspEvaluationError:
+            defined[r] = False
+            continue
+        for p, value in enumerate(outputs, start=1):
             if value is None:
                 none[r, p] = float(kind == "categorical")
                 continue
@@ -71,7 +86,7 @@ def build_reference_set(
             else:
                 targets[r, p] = float(value)
             mask[r, p] = 1.0
-    return ReferenceSet(ids, targets, mask, kind, none)
+    return ReferenceSet(ids, targets, mask, kind, none, defined)
 
 
 def nearest_value_tolerance(refs: ReferenceSet) -> float:

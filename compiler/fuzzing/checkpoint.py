@@ -8,6 +8,11 @@ complete earlier version. A resumed run keeps the
 stored results of the same settings and checks only the programs that are missing; `redo`
 drops stored results whose reason matches, so a fix can be re-checked on exactly the programs
 it affects.
+
+Another fuzz (`benchmarks/claims.py`) keeps its own records in the same file format: its options
+define `settings_key()` (the options deciding what it checks) and `resume_hint` (the flags to
+repeat), and its result type `from_row(row)` (one stored row back) and `mentions(text)` (what
+`redo` matches); the driver's `Options` and `ProgramResult` define none of them.
 """
 
 from __future__ import annotations
@@ -28,7 +33,11 @@ FORMAT = 1
 
 
 def settings_key(options: Any) -> dict[str, Any]:
-    """The options that decide which programs and inputs a run checks (JSON-ready)."""
+    """The options that decide which programs and inputs a run checks (JSON-ready): the
+    options' own `settings_key()` when they define one, else the driver's fields."""
+    own = getattr(options, "settings_key", None)
+    if callable(own):
+        return {"format": FORMAT, **own()}
     return {
         "format": FORMAT,
         "seed": options.seed,
@@ -53,9 +62,11 @@ def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) 
       path: the results file; a missing file gives no results.
       options: the run's `driver.Options`; the file must have been written with the same seed,
         inputs, JAX share and settings.
-      result_type: `driver.ProgramResult` (passed in: this module sits below the driver).
+      result_type: `driver.ProgramResult` (passed in: this module sits below the driver), or a
+        type with `from_row` and `mentions` (module docstring).
       redo: substrings; a stored program with an outcome whose status or reason contains one
-        of them is dropped, so the run checks it again.
+        of them (or, for a type with `mentions`, that mentions one) is dropped, so the run
+        checks it again.
 
     Raises:
       CompilerError: the file is not a results file, or was written with other settings.
@@ -72,8 +83,11 @@ def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) 
     if stored_settings != settings_key(options):
         raise CompilerError(
             f"{path} holds a run with other settings ({stored_settings}); resume it with the same "
-            "--seed, --inputs, --jax-every and --settings, or give another --results path"
+            f"{getattr(options, 'resume_hint', '--seed, --inputs, --jax-every and --settings')}, "
+            "or give another --results path"
         )
+    if callable(getattr(result_type, "from_row", None)):
+        return _own_rows(rows, result_type, redo)
     results = {}
     for row in rows:
         outcomes = tuple(Outcome(**outcome) for outcome in row["outcomes"])
@@ -82,4 +96,22 @@ def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) 
         results[row["index"]] = result_type(
             row["index"], row["size"], row["setting"], outcomes, tuple(row["failure_files"])
         )
+    return results
+
+
+def _own_rows(rows: Sequence[dict[str, Any]], result_type: type, redo: Sequence[str]) -> dict[int, Any]:
+    """Rows read back by `result_type.from_row`, minus those that mention a `redo` text.
+
+    Raises:
+      CompilerError: a row that `from_row` cannot read.
+    """
+    results = {}
+    for row in rows:
+        try:
+            result = result_type.from_row(row)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CompilerError(f"a stored row is not a {result_type.__name__} ({error!r}); give another "
+                                "--results path or remove the file") from None
+        if not any(result.mentions(text) for text in redo):
+            results[result.index] = result
     return results

@@ -17,8 +17,9 @@ import multiprocessing
 import sys
 import tempfile
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -123,22 +124,25 @@ def _worker(args: tuple[Options, int]) -> ProgramResult:
 
 
 def run(
-    options: Options, jobs: int = 1, indices: Sequence[int] | None = None, timeout: float = PROGRAM_TIMEOUT
+    options: Options, jobs: int = 1, indices: Sequence[int] | None = None, timeout: float = PROGRAM_TIMEOUT,
+    worker: Callable[[tuple[Any, int]], Any] = _worker,
 ) -> Iterable[ProgramResult]:
     """Results in program order, computed by `jobs` processes.
 
     `indices` selects the programs to check (default: all `options.programs`); with several
-    jobs, waiting more than `timeout` seconds for the next program's result raises.
+    jobs, waiting more than `timeout` seconds for the next program's result raises. `worker`
+    computes one result from `(options, index)` (default: `run_one`); another fuzz
+    (`benchmarks/claims.py`) passes its own, a module-level function so the workers can load it.
     """
     tasks = [(options, i) for i in (range(options.programs) if indices is None else indices)]
     if jobs <= 1:
-        yield from map(_worker, tasks)
+        yield from map(worker, tasks)
         return
     # Workers are recycled (a long-lived one once grew until the OOM killer took it, which
     # hangs a Pool forever); waiting on each result is bounded so a lost task raises instead.
     context = multiprocessing.get_context("spawn")
     with context.Pool(jobs, maxtasksperchild=WORKER_TASKS) as pool:
-        results = pool.imap(_worker, tasks, chunksize=1)
+        results = pool.imap(worker, tasks, chunksize=1)
         for _, index in tasks:
             try:
                 yield results.next(timeout=timeout)

@@ -99,6 +99,7 @@ class InterferenceBound:
     claims_exact: bool
     score_shift: float = 0.0  # largest σ of any head
     output_deviation: float = 0.0  # largest move of an output logit or number
+    tightest: tuple[int, ...] = ()  # output columns whose margin is most used (OutputBound)
 
     @property
     def max_load(self) -> float:
@@ -506,53 +507,64 @@ def walk(view: ModelView, proj: Projection | None, classes: tuple[tuple[int, ...
     return Walk(errors, tuple(reads), sigma, tuple(before))
 
 
-def unembedding_load(view: ModelView, proj: Projection | None, errors: Errors) -> tuple[float, float]:
-    """``(load, deviation)`` of the output (module docstring): the load is below 1 exactly when
-    every output decodes right in every state."""
+@dataclasses.dataclass(frozen=True)
+class OutputBound:
+    """What :func:`unembedding_load` finds: the load (below 1 exactly when every output decodes
+    right in every state), the largest move of a logit or number, and the output columns whose
+    margin is most used (their share of it)."""
+
+    load: float
+    deviation: float
+    tightest: tuple[int, ...]  # output columns, most used margin first
+
+
+def unembedding_load(view: ModelView, proj: Projection | None, errors: Errors) -> OutputBound:
+    """The output's :class:`OutputBound` (module docstring)."""
+    columns = view.unembed.shape[1]
     parts = reader_parts(view, proj, view.unembed, errors, noise=_noise(view, proj, len(view.sublayers)))
-    extra = np.zeros(view.unembed.shape[1])
+    extra = np.zeros(columns)
     if view.rounding:
         extra = view.unembed_rounding * rounding_scale(view, proj, view.unembed, errors)
     numeric = view.numeric_columns
-    load = deviation = 0.0
+    share = np.zeros(columns)  # per column, the share of its margin used
+    deviation = 0.0
     if numeric.any():
-        moved = (parts.largest_move() + extra)[numeric]
-        deviation = float(moved.max())
-        load = deviation / number_tolerance()
+        moved = parts.largest_move() + extra
+        deviation = float(moved[numeric].max())
+        share[numeric] = moved[numeric] / number_tolerance()
     categorical = np.nonzero(~numeric)[0]
-    if not categorical.size:
-        return load, deviation
     threshold = view.empty_threshold
     counts = parts.read.sum(axis=0)
     single = categorical[(counts[categorical] == 1) & parts.regular[categorical] & ~parts.reads_numbers[categorical]]
     others = np.setdiff1d(categorical, single)
-    on_low = np.full(0, np.inf)
-    other_high, none_high = [], []
+    high_other, high_none = np.full(columns, -np.inf), np.full(columns, -np.inf)
+    on_low = np.full(columns, np.inf)
+    reference = np.full(columns, np.inf)
     if single.size:
         p, move_lo, move_hi = _enumerated(parts, single, 1)
         noise, slack = parts.noise[single], extra[single]
-        on_low = p[:, 1] - noise + move_lo[:, 1] - slack  # its own value on: the logit is its weight
-        other_high.append(p[:, 0] + noise + move_hi[:, 0] + slack)  # another value on, or none
+        reference[single] = p[:, 1]  # its own value on: the logit is its weight
+        on_low[single] = p[:, 1] - noise + move_lo[:, 1] - slack
+        high_other[single] = p[:, 0] + noise + move_hi[:, 0] + slack  # another value on, or none
         group = np.argmax(parts.read[:, single], axis=0)
-        own_off_hi = parts.off_hi[group, single]
-        none_high.append(p[:, 0] + noise + move_hi[:, 0] - own_off_hi + slack)  # its s-op has no value on
-        deviation = max(deviation, float(np.max(np.maximum(p[:, 1] - on_low, move_hi[:, 0] + slack))))
-    if others.size:  # a logit that reads several s-ops, or numbers: it is never the value on
+        high_none[single] = high_other[single] - parts.off_hi[group, single]  # its s-op has no value on
+        deviation = max(deviation, float(np.max(np.maximum(p[:, 1] - on_low[single], move_hi[:, 0] + slack))))
+    if others.size:  # a logit that reads several s-ops, or numbers: never known to be the value on
         move_lo, move_hi = parts.move_range()
         _, value_hi = parts.compiled_range()
-        high = value_hi[others] + move_hi[others] + extra[others]
-        other_high.append(high)
-        none_high.append(high)
+        high_other[others] = high_none[others] = value_hi[others] + move_hi[others] + extra[others]
         deviation = max(deviation, float(np.max(np.maximum(-move_lo[others], move_hi[others]) + extra[others])))
-    worst_other = max((float(h.max()) for h in other_high if h.size), default=-np.inf)
-    worst_none = max((float(h.max()) for h in none_high if h.size), default=-np.inf)
-    shares = [max(worst_none, 0.0) / threshold]
-    if on_low.size:
-        lowest = float(on_low.min())
-        reference = float(p[:, 1].min())
-        shares.append((reference - lowest) / (reference - threshold) if reference > threshold else np.inf)
-        shares.append(max(worst_other, 0.0) / lowest if lowest > 0 else np.inf)
-    return max(load, *shares), deviation
+    if categorical.size:
+        lowest = float(on_low[categorical].min())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # a value on: at or above the threshold, and above every other logit; none on: all below it
+            drop = np.where(reference > threshold, (reference - on_low) / (reference - threshold), np.inf)
+            rise = np.maximum(high_other, 0.0) / lowest if lowest > 0 else np.full(columns, np.inf)
+        drop = np.where(np.isfinite(on_low), drop, 0.0)
+        share[categorical] = np.maximum.reduce([drop, rise, np.maximum(high_none, 0.0) / threshold])[categorical]
+    order = np.argsort(-share, kind="stable")
+    tightest = tuple(int(c) for c in order[: min(3, columns)] if share[c] > 0)
+    return OutputBound(float(share.max(initial=0.0)), deviation, tightest)
 
 
 def interference_bound(structure, w: np.ndarray) -> InterferenceBound:
@@ -580,7 +592,7 @@ def interference_bound(structure, w: np.ndarray) -> InterferenceBound:
         rows[np.arange(len(protected)), protected] -= 1.0
         protected_error = float(np.abs(rows).max())
     found = walk(view, proj, structure.classes, frozenset(structure.merger_layers))
-    load, deviation = unembedding_load(view, proj, found.errors)
-    reads = (*found.reads, ReadBound(len(view.sublayers), "unembed", deviation, load))
-    claims = bool(np.isfinite(load) and load < 1.0)
-    return InterferenceBound(protected_error, reads, claims, found.score_shift, deviation)
+    output = unembedding_load(view, proj, found.errors)
+    reads = (*found.reads, ReadBound(len(view.sublayers), "unembed", output.deviation, output.load))
+    claims = bool(np.isfinite(output.load) and output.load < 1.0)
+    return InterferenceBound(protected_error, reads, claims, found.score_shift, output.deviation, output.tightest)

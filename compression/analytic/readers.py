@@ -104,11 +104,14 @@ class Projection:
 
     ``mixed``: coordinates whose row of W is not a unit vector on an axis of their own (only those
     rows of ``G - I`` can be non-zero). ``rounding``: per coordinate, a bound on the float32
-    rounding of the compressed read ``x̂_i`` beyond the compiled model's own: 0 on an axis of its
-    own (the same sums as the compiled model), else ``u Σ_k |W_ik| S_k (n_k + m_i + L + 2)`` over
-    the shared columns k, with ``S_k = Σ_j |x_j|max |W_jk|`` what column k can hold, ``n_k`` its
-    non-zero rows (each write through W sums that many terms), ``L`` the sub-layers adding into
-    the stream and ``m_i`` the non-zeros of row i (the read's sum).
+    rounding of the compressed read ``x̂_i`` beyond the compiled model's own. It is 0 on an axis of
+    its own (the same sums as the compiled model). Elsewhere, with ``S_k`` what stream column k
+    can hold (per s-op its largest ``|W_jk|``, since one value is on, plus numbers at their
+    magnitude), a sum rounds by at most ``u`` times its absolute terms for every term past the
+    first that is not 0 (adding an exact 0 is exact): writing a sub-layer's output through W adds
+    the s-ops sharing column k (``g_k``), the stream adds the sub-layers writing them (``w_k``),
+    and the read adds the ``m_i`` columns of row i:
+    ``u Σ_k |W_ik| S_k (g_k - 1 + w_k - 1) + u (m_i - 1) Σ_k |W_ik| S_k``.
     """
 
     w: np.ndarray
@@ -129,10 +132,20 @@ def projection(view: ModelView, w: np.ndarray) -> Projection:
     own_axis = (row_entries == 1) & (np.abs(w).max(axis=1) == 1.0)
     own_axis &= column_rows[np.argmax(nonzero, axis=1)] == 1
     mixed = ~own_axis
-    shared = column_rows > 1
-    holds = np.abs(w).T @ view.magnitude  # S_k
-    per_column = holds * (column_rows + len(view.sublayers) + 2)
-    rounding = FLOAT32_UNIT * (np.abs(w[:, shared]) @ per_column[shared] + row_entries * (np.abs(w[:, shared]) @ holds[shared]))
+    holds = np.zeros(w.shape[1])  # S_k
+    sharing = np.zeros(w.shape[1])  # s-ops and numbers per column
+    writers = np.zeros(w.shape[1])  # sub-layers writing into each column
+    for coords in view.groups:
+        part = np.abs(w[coords])
+        holds += (part * view.high[coords, None]).max(axis=0)
+        sharing += part.any(axis=0)
+        writers += (nonzero[coords] * view.writers[coords, None]).max(axis=0)
+    rest = ~view.categorical
+    holds += view.magnitude[rest] @ np.abs(w[rest])
+    sharing += nonzero[rest].sum(axis=0)
+    writers += (nonzero[rest] * view.writers[rest, None]).sum(axis=0)
+    per_column = holds * (np.maximum(sharing - 1, 0) + np.maximum(writers - 1, 0))
+    rounding = FLOAT32_UNIT * (np.abs(w) @ per_column + np.maximum(row_entries - 1, 0) * (np.abs(w) @ holds))
     rounding[~mixed] = 0.0
     return Projection(w, mixed, rounding)
 

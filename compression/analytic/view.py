@@ -155,6 +155,7 @@ class ModelView:
     dead: np.ndarray  # [D] bool: 0 on every input
     amplification: np.ndarray  # [D] largest on value when classes share directions (1 elsewhere)
     single_writer: np.ndarray  # [D] bool: categorical, written by exactly one sub-layer and not embedded
+    writers: np.ndarray  # [D] int: how many sub-layers (the embedding counted as one) write the coordinate
     rounding: tuple[MLPRounding | AttentionRounding, ...] = ()  # per sub-layer (empty: not calibrated)
     embedding_rounding: np.ndarray | None = None  # [D]
     unembed_rounding: np.ndarray | None = None  # [n_out]
@@ -372,7 +373,8 @@ def model_view(compiled: CompiledModel, groups: Iterable[Iterable[int]], never_o
         writers += written
     embedded = np.any(weights.token_embedding(compiled) != 0, axis=0) | np.any(weights.position_embedding(compiled) != 0, axis=0)
     single_writer = (group_of >= 0) & (writers == 1) & ~embedded
+    writers = writers + embedded
     return ModelView(labels, sublayers, _csc(unembed), _numeric_columns(compiled, unembed.shape[1]), group_list,
-                     group_of, one, np.zeros(width), np.ones(width), dead, amp, single_writer,
+                     group_of, one, np.zeros(width), np.ones(width), dead, amp, single_writer, writers,
                      positions=compiled.config.max_seq_len + 1,
                      values={i: known[label] for i, label in enumerate(labels) if label in known and numeric[i]})

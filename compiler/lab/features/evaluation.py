@@ -1,10 +1,11 @@
 """Decoded-output accuracy of a (compressed, or spliced) multi-output model against RASP.
 
 References are the RASP evaluator's outputs on the sampled inputs (computed once per input set,
-as :class:`References`); a model's output (logits ``[batch, T, n]``) is scored per program by
-the argmax within that program's columns (``CompiledModel.output_columns``), or for a numerical
-output by the nearest reference value. An input counts as right when every program is right at
-every position where RASP's value is not None.
+as :class:`References`); a model's output (logits ``[batch, T, n]``) is scored per program as
+the model's decoder reads it (``compiler.model.encoders``): within that program's columns the
+argmax, or None when every logit is below ``EMPTY_THRESHOLD``; a numerical output by the nearest
+reference value. An input counts as right when every program is right at every position,
+positions where RASP's value is None included.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tqdm import tqdm
 
 import rasp
 from compiler import CompiledModel
-from compiler.model.encoders import OutputsEncoder
+from compiler.model.encoders import EMPTY_THRESHOLD, OutputsEncoder
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -27,8 +28,9 @@ class References:
     ids: np.ndarray  # [N, T]
     labels: tuple[str, ...]
     targets: tuple[np.ndarray, ...]  # per program [N, T]: value index (int) or value (float)
-    masks: tuple[np.ndarray, ...]  # per program [N, T] bool: scored (a real token, value not None)
+    masks: tuple[np.ndarray, ...]  # per program [N, T] bool: a real token whose value is not None
     numerical: tuple[bool, ...]
+    nones: tuple[np.ndarray, ...] = ()  # per program [N, T] bool: a real token whose value is None
 
 
 def _encoders(compiled: CompiledModel) -> tuple:
@@ -52,16 +54,19 @@ def rasp_references(compiled: CompiledModel, programs: Sequence[Any], ids: np.nd
     pad = compiled.config.pad_id
     targets = [np.zeros(ids.shape, np.float64 if e.numerical else np.int64) for e in encoders]
     masks = [np.zeros(ids.shape, bool) for _ in encoders]
+    nones = [np.zeros(ids.shape, bool) for _ in encoders]
     index = [None if e.numerical else {v: j for j, v in enumerate(e.values)} for e in encoders]
     for r, row in enumerate(tqdm(ids, desc="RASP references", disable=not progress, mininterval=2)):
         tokens = [vocab[int(i)] for i in row[1:] if int(i) != pad]
         for p, program in enumerate(programs):
             for position, value in enumerate(rasp.evaluate(program, tokens), start=1):
-                if value is None or (index[p] is not None and value not in index[p]):
+                if value is None:
+                    nones[p][r, position] = index[p] is not None  # a number has no None to decode
                     continue
-                targets[p][r, position] = value if index[p] is None else index[p][value]
+                # a value without a logit (index -1) is never decoded right
+                targets[p][r, position] = value if index[p] is None else index[p].get(value, -1)
                 masks[p][r, position] = True
-    return References(ids, labels, tuple(targets), tuple(masks), tuple(e.numerical for e in encoders))
+    return References(ids, labels, tuple(targets), tuple(masks), tuple(e.numerical for e in encoders), tuple(nones))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +108,12 @@ def _right(compiled: CompiledModel, refs: References, output: np.ndarray, rows: 
             gap = np.min(np.diff(values)) / 2 if len(values) > 1 else 0.5
             right = np.abs(block[..., 0] - targets) < gap
         else:
-            right = np.argmax(block, axis=-1) == targets
+            shown = block.max(axis=-1) >= EMPTY_THRESHOLD if block.shape[-1] else np.zeros(targets.shape, bool)
+            right = shown & (np.argmax(block, axis=-1) == targets) if block.shape[-1] else np.zeros(targets.shape, bool)
+            if refs.nones:
+                nones = refs.nones[p][rows]
+                right = np.where(nones, ~shown, right)
+                masks = masks | nones
         right_inputs[label] = np.all(right | ~masks, axis=1)
     return right_inputs
 

@@ -41,8 +41,10 @@ import numpy as np
 import rasp
 from compiler import CompiledModel, compile_rasp
 from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
+from compression.analytic.bound import InterferenceBound
 from compression.analytic.structure import ResidualStructure
-from compression.learned.sampling import sample_inputs
+from compression.claims import ENUMERATE_LIMIT, SAMPLES, TIGHTEST_POOL, Check, Claim
+from compression.learned.sampling import enumerate_inputs, sample_inputs
 from compression.task import input_space_of
 from craft.bases import TOKENS_NAME
 from rasp import lib
@@ -135,16 +137,24 @@ class Stage:
     compiled: CompiledModel
     projection: np.ndarray  # W, [D, d]
     structure: ResidualStructure  # what the projection was built from (narrower widths: packed_projection)
-    claims_exact: bool  # the interference bound's verdict (compression.analytic)
-    max_load: float
-    seconds: dict[str, float]  # compile, structure, projection
+    claim: Claim  # the interference bound's proof with its check on the model (compression.claims)
+    seconds: dict[str, float]  # compile, structure, projection, check
 
     @property
     def d(self) -> int:
         return int(self.projection.shape[1])
 
+    @property
+    def claims_exact(self) -> bool:
+        """Published as exact: the bound proves it and the check finds no wrong input."""
+        return self.claim.exact
 
-def build_stage(spec: StageSpec | CopySpec, d: int | None = None, seed: int = 0) -> Stage:
+    @property
+    def max_load(self) -> float:
+        return self.claim.max_load
+
+
+def build_stage(spec: StageSpec | CopySpec, d: int | None = None, seed: int = 0, samples: int = SAMPLES) -> Stage:
     """Compile ``spec``'s programs into one model and compress it with the packed projection.
 
     Args:
@@ -152,10 +162,11 @@ def build_stage(spec: StageSpec | CopySpec, d: int | None = None, seed: int = 0)
         d: the compressed width; None for the stage's own ``width``, or when that is None too, the
             packed projection's full-margin width (where its bound is meant to hold). Smaller
             widths narrow the widest code blocks.
-        seed: seed of the codes.
+        seed: seed of the codes and of the check's inputs.
+        samples: random inputs of the claim's check (every input where there are at most 10^5).
 
     Returns:
-        The :class:`Stage`.
+        The :class:`Stage`, with its claim (:func:`stage_claim`).
     """
     seconds = {}
     start = time.perf_counter()
@@ -174,7 +185,81 @@ def build_stage(spec: StageSpec | CopySpec, d: int | None = None, seed: int = 0)
     w = packed_projection(structure, width, seed)
     bound = interference_bound(structure, w)
     seconds["projection"] = time.perf_counter() - start
-    return Stage(spec, programs, compiled, w, structure, bound.claims_exact, bound.max_load, seconds)
+    start = time.perf_counter()
+    claim = stage_claim(compiled, programs, structure, w, bound, samples, seed)
+    seconds["check"] = time.perf_counter() - start
+    return Stage(spec, programs, compiled, w, structure, claim, seconds)
+
+
+def stage_claim(compiled: CompiledModel, programs: tuple[rasp.SOp, ...], structure: ResidualStructure,
+                w: np.ndarray, bound: InterferenceBound, samples: int = SAMPLES, seed: int = 0) -> Claim:
+    """The stage's exactness claim: the bound's proof and its check (``compression.claims``): every
+    input where there are at most 10^5, else ``samples`` distinct random inputs plus up to as many
+    from a pool on which the compiled model outputs a value the bound names tightest. The pool
+    shrinks as the output widens (20,000 inputs at 256 output columns, 320 at the 16k-copy
+    stage's 16,384), so searching it costs about the same at every stage.
+    """
+    from compiler.lab.features.evaluation import accuracy_of, rasp_references
+    from compiler.lab.features.sites import SiteRunner
+
+    space = input_space_of(compiled)
+    size = space.size()
+    if size <= ENUMERATE_LIMIT:
+        ids, kind, tightest = np.asarray(enumerate_inputs(space)), "exhaustive", 0
+    else:
+        drawn = np.unique(sample_ids(compiled, samples, seed), axis=0)
+        ids, kind = np.unique(np.concatenate([drawn, _tightest(compiled, bound, samples, seed)]), axis=0), "sampled"
+        tightest = len(ids) - len(drawn)
+    refs = rasp_references(compiled, programs, ids)
+    batch = _batch(compiled)
+    accuracy = accuracy_of(compiled, refs, _fixed_batches(SiteRunner(compiled, w).output, batch, compiled.config.pad_id),
+                           batch_inputs=batch)
+    wrong = int(round((1.0 - accuracy.sequence) * accuracy.inputs))
+    check = Check(kind, accuracy.inputs, size, wrong, tightest, None if kind == "exhaustive" else seed)
+    return Claim(structure.residual_dim, int(w.shape[1]), bound.claims_exact, bound.max_load, check)
+
+
+def _fixed_batches(run, batch: int, pad: int):
+    """``run`` on a batch padded with PAD rows to ``batch`` rows (one compilation for every call)."""
+    def padded(ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids)
+        filler = np.full((batch - len(ids), ids.shape[1]), pad, ids.dtype)
+        return np.asarray(run(np.concatenate([ids, filler])))[: len(ids)]
+
+    return padded
+
+
+def _batch(compiled: CompiledModel) -> int:
+    """Inputs per forward pass that keep the logits near 64 MB."""
+    columns = max(1, int(compiled.config.unembed.shape[1]))
+    return max(1, min(500, 2 ** 24 // (columns * (compiled.config.max_seq_len + 1))))
+
+
+def _tightest(compiled: CompiledModel, bound: InterferenceBound, count: int, seed: int) -> np.ndarray:
+    """Up to ``count`` pool inputs whose compiled output puts a column of ``bound.tightest`` on."""
+    columns = int(compiled.config.unembed.shape[1])
+    if not bound.tightest:
+        return np.zeros((0, compiled.config.max_seq_len + 1), np.int32)
+    pool = sample_ids(compiled, max(count, TIGHTEST_POOL * 256 // max(256, columns)), seed + 1)
+    batch = _batch(compiled)
+    run = _fixed_batches(lambda ids: compiled.forward(compiled.params, jnp.asarray(ids), outputs_only=True).output,
+                         batch, compiled.config.pad_id)
+    hits = []
+    for start in range(0, len(pool), batch):
+        part = pool[start:start + batch]
+        out = run(part)
+        if out.ndim == 2:
+            hits.append(np.ones(len(part), bool))
+            continue
+        on = np.zeros(out.shape[:2], bool)
+        for columns_of in compiled.output_columns.values():  # each program's decoded value
+            block = out[..., columns_of]
+            best = np.arange(columns)[columns_of][np.argmax(block, axis=-1)]
+            on |= np.isin(best, bound.tightest) & (block.max(axis=-1) >= 0.5)
+        real = part != compiled.config.pad_id
+        real[:, 0] = False
+        hits.append(np.any(on & real, axis=1))
+    return pool[np.concatenate(hits)][:count]
 
 
 def tokens_protected(compiled: CompiledModel, structure: ResidualStructure) -> ResidualStructure:

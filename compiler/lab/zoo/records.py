@@ -7,7 +7,11 @@ and the model columns empty; nothing raises. Statuses:
 * `ok` — the record holds the model; for the exact variants (`unoptimised`, `optimised`,
   `reparametrised`) the stored weights, run by `compiler.lab.zoo.weights.forward`, give the
   stored RASP outputs on every stored input. `compressed` and `gd` need not be exact: their
-  `compression` column says whether they were on the stored inputs (and, for gd, its accuracy).
+  `compression` column says whether they were on the stored inputs (and, for gd, its accuracy);
+  a `compressed` record's claim of exactness comes with its check (`compression.claims`).
+* `wrong_claim` — a `compressed` record whose interference bound claims exactness while its
+  check (or its stored inputs) finds a wrong output: the model is stored for diagnosis, never
+  published as exact (`error` says where it is wrong).
 
 A record's `circuit` is the structural circuit of the model it comes from; `circuit_check` is that
 circuit and the measured one checked on the record's own weights (`compiler.lab.zoo.verify`):
@@ -38,8 +42,8 @@ from compiler.lab.zoo.variants import VariantModel, compile_variants, variant_se
 from compiler.lab.zoo.verify import check_circuit
 from rasp import rasp
 
-OK, REFUSED, UNTESTED, MISMATCH, ERROR, TIMEOUT, MEMORY = (
-    "ok", "refused", "untested", "mismatch", "error", "timeout", "memory",
+OK, REFUSED, UNTESTED, MISMATCH, ERROR, TIMEOUT, MEMORY, WRONG_CLAIM = (
+    "ok", "refused", "untested", "mismatch", "error", "timeout", "memory", "wrong_claim",
 )
 # Variants whose circuit is carried over from another model: always checked on their own weights.
 CHECKED = ("reparametrised", "gd")
@@ -187,6 +191,10 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
         weights=data,
         weights_sha256=zoo_weights.sha256(data),
     )
+    claim = built.compression or {}
+    if claim.get("bound_claims_exact") and not (claim.get("exact") and exact):
+        where = claim["check"]["description"] if not claim.get("exact") else "wrong on a stored input"
+        row.update(status=WRONG_CLAIM, error=f"the interference bound claims exactness, but the model is {where}")
     return row
 
 

@@ -5,8 +5,11 @@
 * `compressed`: the optimised model in superposition: the packed analytic projection
   (`compression.analytic.packed_projection`) at the width where every categorical s-op gets its
   full-margin code (`packed_width`, at most D), folded into the weights
-  (`compiler.lab.zoo.weights.fold_projection`). Its interference bound says whether it is exact
-  on every input (`claims_exact`); the record also says whether it was exact on its inputs.
+  (`compiler.lab.zoo.weights.fold_projection`). Its claim (`compression.claims`) says whether it
+  is exact on every input: the interference bound's proof and the check on the model (every input
+  when there are at most 10^5, else a stated sample plus the inputs where the bound's margin is
+  tightest), stored together (`claims_exact` is true only when both hold); the record also says
+  whether it was exact on its stored inputs.
 * `reparametrised`: the optimised model with weights that look trained and the same function:
   `compiler.lab.circuits.variants.reparametrise` (a random rotation of the residual basis,
   random invertible maps inside every head's QK and OV products, a permutation and positive
@@ -45,7 +48,7 @@ from compiler.lab.zoo import weights as zoo_weights
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, TiedBlock
 from compiler.model.tying import untied
-from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
+from compression.analytic import packed_projection, packed_width, residual_structure
 from rasp import rasp
 
 
@@ -84,14 +87,19 @@ def loop_info(tied: TiedBlock) -> dict:
     return {"tied_layers": [tied.start // 2, tied.stop // 2], "repeats": tied.repeats, "stored_layers": stored}
 
 
-def compress(model: CompiledModel, seed: int = 0) -> tuple[np.ndarray, dict]:
-    """The packed projection of `model` and what its interference bound claims."""
+def compress(model: CompiledModel, program: rasp.SOp, causal: bool = False, seed: int = 0) -> tuple[np.ndarray, dict]:
+    """The packed projection of `model` and its exactness claim with the claim's check
+    (`compression.claims.claim_exactness`)."""
+    from compression.claims import claim_exactness
+    from compression.task import CompressionTask, frozen_from_compiled, input_space_of
+
     structure = residual_structure(model)
     d = min(packed_width(structure, seed), structure.residual_dim)
     w = packed_projection(structure, d, seed)
-    bound = interference_bound(structure, w)
-    info = {"method": "packed", "residual_dim": structure.residual_dim, "d": d,
-            "protected": len(structure.protected), "claims_exact": bound.claims_exact}
+    task = CompressionTask(str(program.label), program, model, frozen_from_compiled(model), input_space_of(model), causal)
+    claim = claim_exactness(task, w, structure, seed=seed)
+    info = {"method": "packed", "protected": len(structure.protected), **claim.to_json(),
+            "claims_exact": claim.exact}
     return w, info
 
 
@@ -149,7 +157,7 @@ def compile_variants(
         try:
             if variant == "compressed":
                 base = model(True)
-                w, info = compress(base)
+                w, info = compress(base, program, causal)
                 tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
                 out[variant] = VariantModel(variant, base, tensors, info, projection=w, exact=False)
             elif variant == "reparametrised":

@@ -1,0 +1,182 @@
+"""Claims of exactness, each with the check that confirms it on the model: no "exact" without one.
+
+A compressed model is published as exact only when two things hold: the interference bound
+(:mod:`compression.analytic.bound`) proves it for every input, and a check on the model itself
+finds no input it gets wrong. The check runs every input when the input space holds at most
+:data:`ENUMERATE_LIMIT`; else a stated number of distinct random inputs plus the inputs on which
+the bound's tightest margins are spent (inputs whose compiled output puts on, at some position,
+the output value whose margin is most used; or where it is None, when that is the tightest). The
+check scores every position the way the model's decoder reads it, None outputs included, and a
+number within the agree rule's tolerance (:func:`check_tolerance`).
+
+:func:`claim_exactness` returns a :class:`Claim`, which holds the bound's verdict, the check
+(its kind, size and result) and the status that follows:
+
+* ``exact``: the bound claims exactness and the check finds no wrong input;
+* ``not claimed``: the bound does not claim it (the check says how the model fares anyway);
+* ``wrong claim``: the bound claims exactness and the check finds a wrong input, a defect of the
+  bound; such a claim is never published as exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compression.analytic.bound import AGREE_TOLERANCE, InterferenceBound, interference_bound
+from compression.analytic.structure import ResidualStructure, residual_structure
+from compression.evaluation import nearest_value_tolerance
+from compression.exactness import ExactnessCheck
+from compression.learned.sampling import enumerate_inputs, sample_inputs
+from compression.task import CompressionTask
+
+# Input spaces up to this size are checked on every input.
+ENUMERATE_LIMIT = 100_000
+# Distinct random inputs a sampled check runs, and at most as many more the bound names tightest.
+SAMPLES = 2_000
+# Random inputs searched for ones on which the tightest margins are spent.
+TIGHTEST_POOL = 20_000
+
+EXACT, NOT_CLAIMED, WRONG_CLAIM = "exact", "not claimed", "wrong claim"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A check of a model against RASP: which inputs (``exhaustive``: all of the ``space``;
+    ``sampled``: ``inputs`` distinct ones, ``tightest`` of them chosen by the bound, the rest
+    random with ``seed``) and how many it got wrong."""
+
+    kind: str  # "exhaustive" | "sampled"
+    inputs: int  # inputs checked (those outside the program's domain, which RASP rejects, left out)
+    space: int
+    wrong: int
+    tightest: int = 0
+    seed: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.wrong == 0
+
+    def describe(self) -> str:
+        """One line: what was checked and what it found."""
+        where = (f"all {self.inputs:,} inputs" if self.kind == "exhaustive" else
+                 f"{self.inputs:,} of {self.space:,} inputs ({self.tightest:,} where the bound's margin is "
+                 f"tightest, the rest drawn with seed {self.seed})")
+        return f"{'right' if self.passed else f'wrong on {self.wrong:,}'} of {where}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A projection's exactness claim with its check (module docstring)."""
+
+    residual_dim: int
+    d: int
+    bound_claims: bool  # the interference bound proves exactness on every input
+    max_load: float  # the bound's output load (below 1 when it claims)
+    check: Check
+
+    @property
+    def exact(self) -> bool:
+        """Published as exact: the bound proves it and the check confirms it."""
+        return self.bound_claims and self.check.passed
+
+    @property
+    def status(self) -> str:
+        if not self.bound_claims:
+            return NOT_CLAIMED
+        return EXACT if self.check.passed else WRONG_CLAIM
+
+    def to_json(self) -> dict[str, Any]:
+        """The claim as JSON data (the check as a nested object)."""
+        return {"residual_dim": self.residual_dim, "d": self.d, "status": self.status, "exact": self.exact,
+                "bound_claims_exact": self.bound_claims, "bound_load": _finite(self.max_load),
+                "check": dataclasses.asdict(self.check) | {"description": self.check.describe()}}
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def check_tolerance(check: ExactnessCheck) -> float:
+    """How far a numerical output may be from RASP's: the agree rule's tolerance, or less where
+    output values are closer than that (then half their smallest gap, so it decodes to the right one)."""
+    return min(AGREE_TOLERANCE, nearest_value_tolerance(check.refs)) if check.refs.kind == "numerical" else 0.0
+
+
+def _checked(task: CompressionTask, ids: np.ndarray, enumerated: bool) -> ExactnessCheck:
+    refs = task.reference_set(ids)
+    check = ExactnessCheck(task, refs, enumerated, 0.0)
+    return dataclasses.replace(check, atol=check_tolerance(check))
+
+
+def _distinct(task: CompressionTask, count: int, seed: int) -> np.ndarray:
+    ids = np.zeros((0, task.space.width), np.int32)
+    for round_ in range(100):
+        batch = np.asarray(sample_inputs(jax.random.fold_in(jax.random.key(seed), round_), task.space, count))
+        ids = np.unique(np.concatenate([ids, batch]), axis=0)
+        if len(ids) >= min(count, task.space.size()):
+            break
+    return ids[:count]
+
+
+def tightest_inputs(task: CompressionTask, bound: InterferenceBound, count: int, seed: int) -> np.ndarray:
+    """Up to ``count`` distinct random inputs on which the compiled model outputs, at some real
+    position, a value whose logit the bound names tightest (``bound.tightest``), or None when the
+    tightest is a categorical logit's margin against the empty threshold."""
+    if not bound.tightest:
+        return np.zeros((0, task.space.width), np.int32)
+    pool = _distinct(task, TIGHTEST_POOL, seed + 1)
+    model = task.model
+    out = np.asarray(model.forward(model.params, jnp.asarray(pool), outputs_only=True).output)
+    real = pool != model.pad_id
+    real[:, 0] = False
+    if out.ndim == 2:  # a numerical output: every input reads the tightest number
+        hits = real.any(axis=1)
+    else:
+        best = out.argmax(-1)
+        hits = np.any(real & np.isin(best, bound.tightest), axis=1)
+    return pool[hits][:count]
+
+
+def claim_check(task: CompressionTask, bound: InterferenceBound | None = None, samples: int = SAMPLES,
+                seed: int = 0) -> tuple[ExactnessCheck, str, int]:
+    """The inputs a claim is checked on (module docstring), as ``(check, kind, tightest)``: every
+    input when there are at most :data:`ENUMERATE_LIMIT`, else ``samples`` distinct random ones
+    plus up to as many that the ``bound`` names tightest (none without a bound)."""
+    if task.space.size() <= ENUMERATE_LIMIT:
+        return _checked(task, enumerate_inputs(task.space), True), "exhaustive", 0
+    random_ids = _distinct(task, samples, seed)
+    extra = tightest_inputs(task, bound, samples, seed) if bound is not None else random_ids[:0]
+    if len(extra):
+        extra = extra[~(extra[:, None, :] == random_ids[None, :, :]).all(-1).any(-1)]
+    return _checked(task, np.concatenate([random_ids, extra]), False), "sampled", len(extra)
+
+
+def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStructure | None = None,
+                    samples: int = SAMPLES, seed: int = 0, bound: InterferenceBound | None = None) -> Claim:
+    """The claim that ``task``'s model compressed by ``w`` is exact, with its check.
+
+    Args:
+      task: the compiled program, its input space and its RASP references.
+      w: the projection ``[D, d]``.
+      structure: the model's residual structure (computed when None).
+      samples: random inputs of a sampled check (when the space holds more than
+        :data:`ENUMERATE_LIMIT`), plus up to as many the bound names tightest.
+      seed: seed of the random inputs.
+      bound: the bound of ``w`` if already computed.
+    Returns:
+      The :class:`Claim`.
+    Raises:
+      ValueError: ``w`` does not have one row per residual coordinate.
+    """
+    structure = structure or residual_structure(task.compiled)
+    bound = bound or interference_bound(structure, w)
+    space = task.space.size()
+    check, kind, tightest = claim_check(task, bound, samples, seed)
+    wrong = int(len(check.wrong_inputs(w)))
+    record = Check(kind, check.refs.checked, space, wrong, tightest, None if kind == "exhaustive" else seed)
+    return Claim(structure.residual_dim, int(np.asarray(w).shape[1]), bound.claims_exact, bound.max_load, record)
