@@ -8,7 +8,8 @@ See docs/compression.md. Two ways of making W, side by side, neither importing t
 
 Above them, in reading order, what compares and checks the two: ``evaluation`` (accuracy against
 RASP), ``task`` (compiled library programs with their input spaces), ``exactness`` (is a W exact
-on every input?), ``width_search`` (the smallest exact width per method), ``analysis`` (cosine
+on every input?), ``claims`` (a published "exact": the interference bound's proof with its
+check on the model), ``width_search`` (the smallest exact width per method), ``analysis`` (cosine
 similarity, PCA), ``plots`` and ``experiments`` (the scripts behind docs/compression.md).
 
 Names are imported lazily (PEP 562). This package shares its top-level name with Python 3.14's
@@ -53,7 +54,7 @@ _EXPORTS = {
     "Accuracy": "evaluation", "ReferenceSet": "evaluation", "accuracy": "evaluation",
     "nearest_value_tolerance": "evaluation", "CompressionTask": "task", "frac_prevs_task": "task",
     "frozen_from_compiled": "task", "make_task": "task", "sort_unique_task": "task",
-    "exactness_check": "exactness",
+    "exactness_check": "exactness", "Claim": "claims", "claim_exactness": "claims",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -177,6 +177,6 @@ def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStr
     bound = bound or interference_bound(structure, w)
     space = task.space.size()
     check, kind, tightest = claim_check(task, bound, samples, seed)
-    wrong = int(len(check.wrong_inputs(w)))
+    wrong = int(len(check.wrong_inputs(w, shared_shape=False)))
     record = Check(kind, check.refs.checked, space, wrong, tightest, None if kind == "exhaustive" else seed)
     return Claim(structure.residual_dim, int(np.asarray(w).shape[1]), bound.claims_exact, bound.max_load, record)

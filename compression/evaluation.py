@@ -137,18 +137,23 @@ def accuracy(
 
 def sequences_right(
     model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: ReferenceSet, atol: float = 0.02,
-    batch_size: int = 4096,
+    batch_size: int = 4096, shared_shape: bool = True,
 ) -> np.ndarray:
     """``[N]`` bool: whether every scored position of each input of ``refs`` is right (as in
-    :func:`accuracy`, which counts them; one byte per input comes back to the host)."""
-    return _score(model, projection, refs, atol, batch_size)[1]
+    :func:`accuracy`, which counts them; one byte per input comes back to the host).
+    ``shared_shape`` False runs W at its own width (cheaper for one W than the padded ``[D, D]``
+    every width shares)."""
+    return _score(model, projection, refs, atol, batch_size, shared_shape)[1]
 
 
 def _score(model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: ReferenceSet, atol: float,
-           batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+           batch_size: int, shared_shape: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The four totals of :func:`_scores_fn` over ``refs`` and the per-input right flags."""
     fn = _scores_fn(model, refs.kind, atol)
-    proj = None if projection is None else pad_columns(projection, model.residual_dim)
+    if projection is None:
+        proj = None
+    else:
+        proj = pad_columns(projection, model.residual_dim) if shared_shape else jnp.asarray(projection, jnp.float32)
     totals = np.zeros(4, np.float64)  # right positions, right sequences, scored positions, squared error
     flags = []
     none = refs.none if refs.none is not None else np.zeros(refs.mask.shape, np.float32)

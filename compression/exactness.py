@@ -47,10 +47,12 @@ class ExactnessCheck:
         """Whether every input's every scored position equals RASP under ``projection``."""
         return self.sequence_accuracy(projection) == 1.0
 
-    def wrong_inputs(self, projection: np.ndarray | None) -> np.ndarray:
+    def wrong_inputs(self, projection: np.ndarray | None, shared_shape: bool = True) -> np.ndarray:
         """Indices (into ``refs.ids``) of the inputs with a scored position that differs from RASP
-        under ``projection`` (empty: exact)."""
-        return np.nonzero(~sequences_right(self.task.model, projection, self.refs, atol=self.atol))[0]
+        under ``projection`` (empty: exact); ``shared_shape``: see
+        :func:`~compression.evaluation.sequences_right`."""
+        return np.nonzero(~sequences_right(self.task.model, projection, self.refs, atol=self.atol,
+                                           shared_shape=shared_shape))[0]
 
     @functools.cached_property
     def compiled_residuals(self) -> tuple[np.ndarray, ...]:

@@ -63,6 +63,12 @@ def exclusive_code(n: int, k: int, one_sided: bool, seed: int = 0, iterations: i
     return best
 
 
+def welch_bound(n: int, k: int) -> float:
+    """The smallest largest ``|<w_i, w_j>|`` any ``n`` unit vectors in ``k < n`` dimensions can
+    have (Welch's bound, ``sqrt((n - k) / (k (n - 1)))``): a two-sided code needs at least as much."""
+    return float(np.sqrt((n - k) / (k * (n - 1))))
+
+
 def smallest_code(n: int, limit: float, one_sided: bool, seed: int = 0) -> np.ndarray:
     """The code of n values in the fewest dimensions whose largest overlap is at most ``limit``.
 
@@ -76,6 +82,8 @@ def smallest_code(n: int, limit: float, one_sided: bool, seed: int = 0) -> np.nd
     upper = n if not one_sided else max(1, -(-n // 2))
 
     def fits(k: int) -> bool:
+        if not one_sided and k < n and welch_bound(n, k) > limit:
+            return False  # no code of n unit vectors in k dimensions has a smaller largest |overlap|
         return code_overlap(exclusive_code(n, k, one_sided, seed, stop_at=limit), one_sided) <= limit
 
     low, high, k = 0, upper, 1  # every width <= low fails to fit; high fits (or is the fallback)

@@ -27,7 +27,10 @@ had a higher loss than a W that outputs a constant. The exactness objective
 * ``categorical_target="margin"``: per position, with ``g`` the logit gap (the compiled argmax's
   logit minus the largest other) of the compressed model and ``g_ref`` the compiled model's, the
   squared hinge ``relu(margin * g_ref - g)**2 / g_ref**2``: zero once the right value wins by a
-  margin, whatever the logits' scale;
+  margin, whatever the logits' scale. The decoder also reads a position as None when its largest
+  logit is below ``EMPTY_THRESHOLD`` (1/2), so the same hinge keeps the right logit above the
+  threshold by ``margin`` of the compiled logit's distance to it, and where the compiled model
+  outputs None keeps every logit below it likewise;
 * ``layer_target="written"``: per sub-layer, what it computes in residual coordinates *before* W
   writes it (``ModelOutput.written``) against the compiled sub-layer output: a thresholded lookup
   whose pre-activations keep their sign writes exactly the compiled output. Compared coordinate
@@ -59,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.model.encoders import EMPTY_THRESHOLD
 from compression.learned.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
 from compression.learned.frozen import FrozenModel, OutputKind
 
@@ -117,16 +121,35 @@ def logit_gap(logits: jax.Array, label: jax.Array) -> jax.Array:
 
 def margin_loss(predicted: jax.Array, target: jax.Array, mask: jax.Array, margin: float) -> jax.Array:
     """Squared hinge on the compressed logit gap below ``margin`` times the compiled gap, relative to
-    the compiled gap; positions where the compiled model has no clear winner (gap below
-    ``TIE_GAP``, rounding of a tie) or has one class are skipped."""
-    if target.shape[-1] < 2:
+    the compiled gap (positions where the compiled model has no clear winner, gap below
+    ``TIE_GAP``, rounding of a tie, or has one class are skipped), plus the same hinge on the
+    decoder's threshold (:func:`threshold_loss`)."""
+    if target.shape[-1] < 1:
         return jnp.zeros((), jnp.float32)
+    beyond = threshold_loss(predicted, target, mask, margin)
+    if target.shape[-1] < 2:
+        return beyond
     label = jnp.argmax(target, axis=-1)
     reference = logit_gap(target, label)
     clear = reference > TIE_GAP
     safe = jnp.where(clear, reference, 1.0)
     shortfall = jax.nn.relu(margin * safe - logit_gap(predicted, label)) / safe
-    return _masked_mean(jnp.where(clear, jnp.square(shortfall), 0.0), mask * clear)
+    return _masked_mean(jnp.where(clear, jnp.square(shortfall), 0.0), mask * clear) + beyond
+
+
+def threshold_loss(predicted: jax.Array, target: jax.Array, mask: jax.Array, margin: float) -> jax.Array:
+    """Squared hinge keeping each position on the compiled side of the decoder's threshold
+    ``EMPTY_THRESHOLD``: the compiled argmax's logit above it by ``margin`` of the compiled
+    logit's distance to it where the compiled model outputs a value, every logit below it
+    likewise where it outputs None; relative to that distance."""
+    top = jnp.max(target, axis=-1)
+    distance = jnp.maximum(jnp.abs(top - EMPTY_THRESHOLD), TIE_GAP)
+    shown = top >= EMPTY_THRESHOLD
+    label = jnp.argmax(target, axis=-1)
+    right = jnp.take_along_axis(predicted, label[..., None], axis=-1)[..., 0]
+    below = jnp.where(shown, EMPTY_THRESHOLD + margin * distance - right, jnp.max(predicted, axis=-1)
+                      - (EMPTY_THRESHOLD - margin * distance))
+    return _masked_mean(jnp.square(jax.nn.relu(below) / distance), mask)
 
 
 def attention_loss(predicted: Sequence[jax.Array], target: Sequence[jax.Array], mask: jax.Array) -> jax.Array:

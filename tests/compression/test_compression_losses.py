@@ -10,7 +10,7 @@ import compression_fake as fake
 from compression.learned.config import LossConfig
 from compression.learned.losses import (
     attention_loss, compression_loss, hidden_loss, layer_loss, output_balance, layer_vectors, output_loss, position_mask,
-    written_margin,
+    threshold_loss, written_margin,
 )
 
 IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD
@@ -93,13 +93,20 @@ def test_loss_weights_scale_the_terms():
 
 
 def test_margin_loss_is_zero_once_the_right_logit_wins_by_the_margin():
-    target = jnp.asarray([[[0.0, 2.0], [2.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])  # gaps 2 (BOS ignored), 2, 2
-    # position 1: gap 1.5 >= 0.5 * 2 -> 0; position 2: gap -1 -> (1 - (-1)) / 2 = 1; BOS: never scored
+    target = jnp.asarray([[[0.0, 2.0], [2.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])  # gaps 2 (BOS ignored), 2, 2, none
+    # MASK scores positions 1 and 2. The gap: position 1: 1.5 >= 0.5 * 2 -> 0; position 2: -1 ->
+    # (1 - (-1)) / 2 = 1; mean 0.5. The threshold (1/2): position 1 keeps its right logit 1.5 above
+    # 0.5 + 0.5 * 1.5 -> 0; position 2's right logit -1 is 2.25 short, relative to 1.5 -> 1.5**2.
     pred = jnp.asarray([[[9.0, 0.0], [1.5, 0.0], [0.0, -1.0], [7.0, 0.0]]])
-    assert float(output_loss(pred, target, MASK, "categorical", "margin", 0.5)) == pytest.approx(0.5)
+    threshold = 1.5**2 / 2
+    assert float(output_loss(pred, target, MASK, "categorical", "margin", 0.5)) == pytest.approx(0.5 + threshold)
+    assert float(threshold_loss(pred, target, MASK, 0.5)) == pytest.approx(threshold)
     assert float(output_loss(target, target, MASK, "categorical", "margin", 1.0)) == 0.0
-    ties = jnp.zeros((1, 4, 2))  # the compiled model has no winner: nothing to keep
-    assert float(output_loss(pred, ties, MASK, "categorical", "margin")) == 0.0
+    # the compiled model outputs None everywhere: every logit stays below 0.5 - 0.5 * 0.5; position 1's
+    # 1.5 is 1.25 above, relative to 0.5, position 2's largest (0) is below
+    ties = jnp.zeros((1, 4, 2))
+    assert float(output_loss(jnp.zeros((1, 4, 2)), ties, MASK, "categorical", "margin")) == 0.0
+    assert float(output_loss(pred, ties, MASK, "categorical", "margin")) == pytest.approx((1.25 / 0.5) ** 2 / 2)
 
 
 def test_attention_loss_is_the_kl_of_the_compiled_pattern_from_the_compressed_one():

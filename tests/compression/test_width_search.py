@@ -1,5 +1,6 @@
 """GD width search: the downward scan, the GD starts, the recipe record."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -129,17 +130,23 @@ def test_shrink_scan_fades_one_column_per_width():
 
 
 def test_wrong_inputs_are_those_with_a_position_unlike_rasp():
-    from compression.evaluation import predict
-    from compression.learned.projection import init_projection
-    import jax
+    """An input is wrong when a position decodes unlike RASP, as the model's decoder reads it:
+    the argmax, or None when every logit is below the threshold 1/2."""
+    from compression.analytic.packing import random_projection
+    from compression.evaluation import EMPTY_THRESHOLD
 
     task = program_task("length", 3)
     check = exactness_check(task)
     assert check.wrong_inputs(None).size == 0
-    w = np.asarray(init_projection(jax.random.key(0), task.model.residual_dim, 4, "orthogonal"))
-    predicted = np.asarray(predict(task.model, w, check.refs.ids))
-    differs = ((predicted != check.refs.targets) & (check.refs.mask > 0)).any(axis=1)
+    structure = residual_structure(task.compiled)
+    w = random_projection(structure, len(structure.protected) + 1, seed=1)  # one shared dimension: 12 of 39 wrong
+    out = np.asarray(task.model.forward(task.model.params, jnp.asarray(check.refs.ids), projection=jnp.asarray(w)).output)
+    shown = out.max(-1) >= EMPTY_THRESHOLD
+    right = np.where(check.refs.none > 0, ~shown, shown & (out.argmax(-1) == check.refs.targets))
+    differs = (~right & (check.refs.scored > 0)).any(axis=1)
     wrong = check.wrong_inputs(w)
     assert 0 < len(wrong) < check.size
     np.testing.assert_array_equal(wrong, np.nonzero(differs)[0])
     assert len(wrong) / check.size == 1 - check.sequence_accuracy(w)
+
+

@@ -128,8 +128,11 @@ def audit_record(record: dict[str, Any]) -> str | None:
             return f"compression.exact_on_inputs says {claimed}, the weights agree on {sum(agree)}/{len(agree)} inputs"
         if compression.get("claims_exact") and not all(agree):
             bad = agree.index(False)
-            return (f"compression.claims_exact (the interference bound) is true, but the weights give "
+            return (f"compression.claims_exact (the interference bound and its check) is true, but the weights give "
                     f"{decoded[bad]!r} on {inputs[bad]!r}, RASP {outputs[bad]!r}")
+        if compression.get("claims_exact") and (compression.get("check", {}).get("wrong") != 0
+                                                 or not compression.get("bound_claims_exact")):
+            return "compression.claims_exact is true without the bound's proof and a check that found no wrong input"
     return None
 
 

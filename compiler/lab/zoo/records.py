@@ -10,8 +10,9 @@ and the model columns empty; nothing raises. Statuses:
   `compression` column says whether they were on the stored inputs (and, for gd, its accuracy);
   a `compressed` record's claim of exactness comes with its check (`compression.claims`).
 * `wrong_claim` — a `compressed` record whose interference bound claims exactness while its
-  check (or its stored inputs) finds a wrong output: the model is stored for diagnosis, never
-  published as exact (`error` says where it is wrong).
+  check (or its stored inputs) finds a wrong output: a defect of the bound, never published as
+  exact; like every record that is not `ok` it holds no weights (`error` says where it is wrong,
+  `compression` keeps the claim and its check).
 
 A record's `circuit` is the structural circuit of the model it comes from; `circuit_check` is that
 circuit and the measured one checked on the record's own weights (`compiler.lab.zoo.verify`):
@@ -194,7 +195,8 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
     claim = built.compression or {}
     if claim.get("bound_claims_exact") and not (claim.get("exact") and exact):
         where = claim["check"]["description"] if not claim.get("exact") else "wrong on a stored input"
-        row.update(status=WRONG_CLAIM, error=f"the interference bound claims exactness, but the model is {where}")
+        row.update(status=WRONG_CLAIM, error=f"the interference bound claims exactness, but the model is {where}",
+                   weights=None, weights_sha256=None)
     return row
 
 

@@ -278,11 +278,13 @@ program = v13
 """
 
 
-def test_a_compressed_claim_of_exactness_holds_and_is_audited(monkeypatch):
+def test_a_compressed_claim_comes_with_its_check_and_is_audited(monkeypatch):
     """Program 34 of seed 0 (a categorical copy read by attention queries) was stored with
-    `claims_exact` true and wrong outputs; its claim now holds on its stored inputs. A record whose
-    bound claims exact yet whose weights are wrong fails the audit, even when `exact_on_inputs`
-    admits it."""
+    `claims_exact` true and wrong outputs. Its record now carries the claim with its check: the
+    check runs every input (39), finds none wrong, and the bound does not prove exactness (float
+    rounding through a score of size 100 into a numerical mean could exceed the output tolerance
+    in the worst case), so `claims_exact` is false and the record is `ok`. A record that claims
+    exactness with wrong weights fails the audit, and so does one claiming it without a check."""
     from compiler.lab.zoo import records as zoo_records
     from compiler.lab.zoo.sampling import ProgramDraw
 
@@ -291,15 +293,39 @@ def test_a_compressed_claim_of_exactness_holds_and_is_audited(monkeypatch):
     (row,) = program_records(ZooConfig(variants=("compressed",)), 34)
     assert row["source"] == PROGRAM_34
     info = json.loads(row["compression"])
-    assert row["status"] == OK and info["claims_exact"] and info["exact_on_inputs"]
+    assert row["status"] == OK and info["exact_on_inputs"] and info["status"] == "not claimed"
+    assert not info["claims_exact"] and not info["bound_claims_exact"]
+    assert info["check"]["kind"] == "exhaustive" and info["check"]["inputs"] == 39 and info["check"]["wrong"] == 0
     assert info["d"] < info["residual_dim"] and audit_record(row) is None
+    claimed = {**info, "claims_exact": True, "bound_claims_exact": True, "status": "exact"}
     tensors, metadata = zoo_weights.from_bytes(row["weights"])
     name = "compiled_transformer/unembed/w_u"
     tensors[name] = 2 * tensors[name]  # every output value doubled
     bad = zoo_weights.to_bytes(tensors, metadata)
     wrong = dict(row, weights=bad, weights_sha256=zoo_weights.sha256(bad),
-                 compression=json.dumps({**info, "exact_on_inputs": False}))
-    assert "compression.claims_exact (the interference bound) is true" in audit_record(wrong)
+                 compression=json.dumps({**claimed, "exact_on_inputs": False}))
+    assert "compression.claims_exact (the interference bound and its check) is true" in audit_record(wrong)
+    unchecked = dict(row, compression=json.dumps({**claimed, "check": {**info["check"], "wrong": 3}}))
+    assert "without the bound's proof and a check" in audit_record(unchecked)
+
+
+def test_a_claim_the_check_refutes_is_never_ok(monkeypatch):
+    """A compressed record whose bound claims exactness while its check finds a wrong input gets
+    the status `wrong_claim`, no weights, and the check in its `compression` column."""
+    from compiler.lab.zoo import records as zoo_records, variants as zoo_variants
+    from compiler.lab.zoo.sampling import ProgramDraw
+    from compression.claims import Check, Claim
+
+    stored = ProgramDraw(34, "random", PROGRAM_34, ("a", "b", "c"), 3, 12, 9)
+    monkeypatch.setattr(zoo_records, "draw", lambda config, index: stored)
+    refuted = Claim(20, 10, True, 0.5, Check("exhaustive", 39, 39, 2))
+    monkeypatch.setattr("compression.claims.claim_exactness", lambda *args, **kwargs: refuted)
+    (row,) = program_records(ZooConfig(variants=("compressed",)), 34)
+    info = json.loads(row["compression"])
+    assert row["status"] == zoo_records.WRONG_CLAIM and row["weights"] is None
+    assert info["status"] == "wrong claim" and not info["claims_exact"] and info["check"]["wrong"] == 2
+    assert "wrong on 2 of all 39 inputs" in row["error"] and audit_record(row) is None
+    assert zoo_variants  # the variant module reads claim_exactness at call time
 
 
 def test_loop_programs_are_stored_untied_with_their_tying():
