@@ -24,14 +24,16 @@ every input, larger ones on 2,000 random inputs plus those where the bound's mar
     python benchmarks/claims.py -n 10000 --seed 0 --jobs 2 --results claims.json
     python benchmarks/claims.py -n 0 --library --library-sizes 3,5,10
 
-A program runs under `--program-timeout` (a timed-out program is recorded, as is a crash); with
+A program's configurations share `--program-timeout` equally (one past its share is recorded
+as a timeout, as is a crash, and the others still run); with
 `--results` every program's records are saved atomically every few programs in the fuzz
 driver's results format (`compiler.fuzzing.checkpoint`) and a rerun computes only the missing
-ones. Workers are the driver's recycled process pool (`--jobs`); each program clears JAX's
-caches when done, so a long run's memory stays bounded. Random program `i` has index `i`;
+ones. Workers are the driver's recycled process pool (`--jobs`; with one job and more than 40
+programs, one recycled worker), and each program clears JAX's caches when done, so a long run's
+memory stays bounded. Random program `i` has index `i`;
 library program `name` at size `s` has the negative index `-(1000 * position + s)` (its position
 in the catalogue), so runs with and without `--library` share one results file. Exits 1 when a
-wrong claim, a silent mismatch or a crash was found.
+wrong claim, a silent mismatch, a crash or a timeout was found.
 """
 
 from __future__ import annotations
@@ -65,10 +67,12 @@ from compiler.examples import CATALOGUE  # noqa: E402
 from compiler.fuzzing import checkpoint, driver  # noqa: E402
 from compiler.fuzzing.buckets import refusal_bucket  # noqa: E402
 from compiler.fuzzing.program_spec import build, to_source  # noqa: E402
-from compiler.io.atomic import atomic_write_text  # noqa: E402
+from compiler.io.atomic import atomic_write_text, check_target  # noqa: E402
 from compiler.model.encoders import EMPTY_THRESHOLD  # noqa: E402
 from compression import evaluation  # noqa: E402
-from compression.analytic import min_width, packed_projection, packed_width, random_projection, residual_structure  # noqa: E402
+from compression.analytic import (  # noqa: E402
+    min_width, packed_projection, packed_width, random_projection, residual_structure,
+)
 from compression.analytic.bound import interference_bound  # noqa: E402
 from compression.analytic.structure import ResidualStructure  # noqa: E402
 from compression.claims import (  # noqa: E402
@@ -169,6 +173,11 @@ class ProgramClaims:
     source: str = ""  # kept only when a configuration failed (wrong claim, mismatch, crash)
 
     @property
+    def label(self) -> str:
+        """`program 12` (random) or `sort@5` (library, at its size)."""
+        return f"program {self.index}" if self.index >= 0 else f"{self.name}@{self.size}"
+
+    @property
     def failed(self) -> bool:
         return any(c.mismatch or c.wrong_claims or c.status in (CRASH, TIMEOUT) for c in self.configs)
 
@@ -250,7 +259,7 @@ class MemoTask(CompressionTask):
     """A task whose RASP references are computed once per input: the checks of a configuration's
     widths share most of their inputs, and RASP is the slow part of a check."""
 
-    memo: dict = dataclasses.field(default_factory=dict, repr=False)
+    memo: dict[tuple[Hashable, ...], Any] = dataclasses.field(default_factory=dict, repr=False)
 
     def reference(self, tokens: list[Hashable]) -> list[Any]:
         """As `CompressionTask.reference` (a rejection raised again), remembered."""
@@ -310,7 +319,7 @@ def witness(task: CompressionTask, structure: ResidualStructure, w: np.ndarray, 
         ids = np.concatenate([random_ids, tightest_inputs(task, interference_bound(structure, w), samples, seed)])
     check = ExactnessCheck(task, task.reference_set(ids), claim.check.kind == "exhaustive", 0.0)
     check = dataclasses.replace(check, atol=check_tolerance(check))
-    wrong = check.wrong_inputs(w)
+    wrong = check.wrong_inputs(w, shared_shape=False)  # W at its own width, as claim_exactness runs it
     if not len(wrong):
         return "(no wrong input found again)"
     row = np.asarray(check.refs.ids[wrong[0]])
@@ -394,18 +403,40 @@ def _crash(optimize: bool, causal: bool, stage: str, error: BaseException, start
 
 
 class ProgramTimeout(BaseException):
-    """The program ran past its time limit (a BaseException, so no `except Exception` on the way
-    swallows it)."""
+    """A configuration ran past its share of the program's time limit (a BaseException, so no
+    `except Exception` on the way swallows it)."""
+
+
+# Packages whose Python code is never interrupted: an exception raised inside JAX's dispatch
+# left a later `np.asarray` of a JAX array waiting forever (seen in a run); Haiku keeps global
+# frame state while a model is applied.
+UNSAFE_PACKAGES = ("jax", "jaxlib", "haiku")
+RETRY_SECONDS = 0.25  # how soon an expired limit looks again for a safe point
+
+
+def _unsafe(frame: Any) -> bool:
+    """Whether `frame` or a caller of it runs code of `UNSAFE_PACKAGES`."""
+    while frame is not None:
+        parts = Path(frame.f_code.co_filename).parts
+        if any(package in parts for package in UNSAFE_PACKAGES):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
-    """Raise `ProgramTimeout` in this (main) thread after `seconds`; a no-op elsewhere."""
+    """Raise `ProgramTimeout` in this (main) thread once `seconds` have passed and it runs none of
+    `UNSAFE_PACKAGES` (until then the limit looks again every `RETRY_SECONDS`); a no-op off the
+    main thread or without SIGALRM."""
     if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def expire(signum: int, frame: Any) -> None:
+        if _unsafe(frame):
+            signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS)
+            return
         raise ProgramTimeout(f"over {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -427,7 +458,8 @@ def clear_caches() -> None:
 
 def claims_of_program(options: ClaimsOptions, index: int) -> ProgramClaims:
     """Every chosen configuration of program `index` with its claims (the benchmark's unit of
-    work): a crash is recorded in its configuration, a timeout in every configuration not done.
+    work). The configurations share `options.timeout` equally; one past its share, or one that
+    crashes, is recorded as such and the others still run.
 
     Args:
       options: the run's options.
@@ -437,18 +469,13 @@ def claims_of_program(options: ClaimsOptions, index: int) -> ProgramClaims:
     """
     started = time.perf_counter()
     configs = chosen_configs(options, index)
-    seed = program_seed(options, index)
-    done: list[ConfigResult] = []
+    seed, share = program_seed(options, index), options.timeout / len(configs)
     case: Case | None = None
     try:
-        with time_limit(options.timeout):
-            case = case_of(options, index)
-            for optimize, causal in configs:
-                done.append(_guarded(case, optimize, causal, seed, options.samples))
-    except ProgramTimeout as error:
-        done += [_config_result(o, c, time.perf_counter(), TIMEOUT, str(error)) for o, c in configs[len(done):]]
+        case = case_of(options, index)
+        done = [_limited(case, o, c, seed, options.samples, share) for o, c in configs]
     except Exception as error:  # noqa: BLE001 - building the program failed: a generator bug
-        done += [_crash(o, c, "build", error, started) for o, c in configs[len(done):]]
+        done = [_crash(o, c, "build", error, started) for o, c in configs]
     finally:
         clear_caches()
     result = ProgramClaims(index, case.name if case else "?", case.size if case else 0, case.setting if case else -1,
@@ -456,10 +483,14 @@ def claims_of_program(options: ClaimsOptions, index: int) -> ProgramClaims:
     return dataclasses.replace(result, source=_source(case)) if result.failed and case else result
 
 
-def _guarded(case: Case, optimize: bool, causal: bool, seed: int, samples: int) -> ConfigResult:
+def _limited(case: Case, optimize: bool, causal: bool, seed: int, samples: int, seconds: float) -> ConfigResult:
+    """`check_config` within `seconds` (a TIMEOUT record past them), a crash recorded."""
     started = time.perf_counter()
     try:
-        return check_config(case, optimize, causal, seed, samples)
+        with time_limit(seconds):
+            return check_config(case, optimize, causal, seed, samples)
+    except ProgramTimeout as error:
+        return _config_result(optimize, causal, started, TIMEOUT, str(error))
     except Exception as error:  # noqa: BLE001 - recorded, the run goes on
         return _crash(optimize, causal, "claims", error, started)
 
@@ -524,19 +555,20 @@ def _failures(results: Sequence[ProgramClaims], limit: int = 30) -> list[str]:
     lines, sources = [], {}
     for result in results:
         for config in result.configs:
-            where = f"program {result.index} ({result.name}, size {result.size}) {config.name} D={config.residual_dim}"
+            dim = f" D={config.residual_dim}" if config.residual_dim else ""
+            where = f"{result.label} (size {result.size}) {config.name}{dim}"
             for claim in config.claims:
                 if claim.status == WRONG_CLAIM or (claim.role == "identity" and claim.wrong):
                     kind = "WRONG CLAIM" if claim.status == WRONG_CLAIM else "SILENT MISMATCH"
                     lines.append(f"  {kind}: {where} {claim.role} d={claim.d} load {claim.load}: wrong on "
                                  f"{claim.wrong} of {claim.inputs} ({config.check}); {claim.witness}")
-                    sources[result.index] = result.source
+                    sources[result.label] = result.source
             if config.status in (CRASH, TIMEOUT):
                 lines.append(f"  {config.status}: {where}: {config.reason}")
-                sources[result.index] = result.source
+                sources[result.label] = result.source
     shown = lines[:limit] + ([f"  ... and {len(lines) - limit} more"] if len(lines) > limit else [])
-    for index, source in list(sources.items())[:5]:
-        shown.append(f"\n  source of program {index}:\n" + "\n".join("    " + line for line in source.splitlines()))
+    for label, source in list(sources.items())[:5]:
+        shown.append(f"\n  source of {label}:\n" + "\n".join("    " + line for line in source.splitlines()))
     return shown
 
 
@@ -569,8 +601,9 @@ def summary(results: Sequence[ProgramClaims], seconds: float, computed: int) -> 
             lines += ["  refused / untested, by reason:", *refusals]
     totals = [c for r in results for c in r.configs]
     wrong = sum(len(c.wrong_claims) for c in totals if c.status == COMPILED)
+    crashes, timeouts = sum(c.status == CRASH for c in totals), sum(c.status == TIMEOUT for c in totals)
     lines.append(f"\nwrong claims: {wrong}   silent mismatches: {sum(c.mismatch for c in totals)}   "
-                 f"crashes: {sum(c.status == CRASH for c in totals)}   timeouts: {sum(c.status == TIMEOUT for c in totals)}")
+                 f"crashes: {crashes}   timeouts: {timeouts}")
     return "\n".join(lines + _warnings(results) + _failures(results))
 
 
@@ -583,7 +616,7 @@ def _warnings(results: Sequence[ProgramClaims], limit: int = 8) -> list[str]:
             for claim in config.claims:
                 for text in filter(None, claim.warnings.split("; ")):
                     counts[text] += 1
-                    first.setdefault(text, f"program {result.index} {config.name} {claim.role} d={claim.d}")
+                    first.setdefault(text, f"{result.label} {config.name} {claim.role} d={claim.d}")
     if not counts:
         return []
     return ["claims that raised a warning (count, first seen, warning):",
@@ -617,7 +650,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--library-sizes", type=_sizes, default=LIBRARY_SIZES, metavar="SIZES",
                         help="sizes (vocabulary and length) of the library programs (default 3,5,10)")
     parser.add_argument("--program-timeout", type=float, default=PROGRAM_TIMEOUT, metavar="SECONDS",
-                        help="a program taking longer is recorded as a timeout")
+                        help="time of one program, shared equally by its configurations; a "
+                             "configuration past its share is recorded as a timeout")
     parser.add_argument("--results", type=Path, help="JSON results file, saved atomically; an existing one is resumed")
     parser.add_argument("--redo", action="append", default=[], metavar="TEXT",
                         help="with --results: compute again the stored programs that mention TEXT")
@@ -649,8 +683,14 @@ def _options(args: argparse.Namespace) -> ClaimsOptions:
 
 
 def run_claims(options: ClaimsOptions, indices: Sequence[int], jobs: int = 1) -> Iterator[ProgramClaims]:
-    """Each program of `indices` in order, computed by `jobs` processes (the fuzz driver's pool)."""
-    yield from driver.run(options, jobs, indices, options.timeout + POOL_MARGIN, worker=claims_worker)
+    """Each program of `indices` in order, computed by `jobs` processes (the fuzz driver's pool,
+    whose workers are replaced every `driver.WORKER_TASKS` programs). One job runs in this process
+    when there are no more programs than a worker's lifetime (no worker to start; memory grows
+    no further than a worker's would), else in one recycled worker: JAX's memory creeps up over
+    hundreds of programs even with its caches cleared."""
+    in_process = jobs == 1 and len(indices) <= driver.WORKER_TASKS
+    yield from driver.run(options, jobs, indices, options.timeout + POOL_MARGIN, worker=claims_worker,
+                          in_process=in_process)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -665,6 +705,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         options = _options(args)
+        if args.results:
+            check_target(args.results)  # a folder, or a path under a file, is refused now, not at the first save
         stored = checkpoint.load(args.results, options, ProgramClaims, args.redo) if args.results else {}
     except (ValueError, CompilerError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -681,6 +723,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if any(r.failed for r in ordered) else 0
 
 
+def failure_line(result: ProgramClaims) -> str:
+    """One line naming a failed program's failing configurations (printed as the run goes)."""
+    parts = []
+    for config in result.configs:
+        if config.status in (CRASH, TIMEOUT):
+            parts.append(f"{config.name} {config.status} {config.reason}")
+        bad = [f"{w.role} d={w.d} wrong on {w.wrong}" for w in config.claims
+               if w.status == WRONG_CLAIM or (w.role == "identity" and w.wrong)]
+        if bad:
+            parts.append(f"{config.name} " + ", ".join(bad))
+    return f"{result.label}: " + "; ".join(parts)
+
+
 def _compute(options: ClaimsOptions, todo: Sequence[int], args: argparse.Namespace,
              results: dict[int, ProgramClaims]) -> None:
     """Fill `results` with the programs of `todo`, saving the results file as it goes (and when
@@ -693,10 +748,7 @@ def _compute(options: ClaimsOptions, todo: Sequence[int], args: argparse.Namespa
             unsaved += 1
             bar.update()
             if result.failed:
-                bar.write(f"program {result.index} ({result.name}): " + "; ".join(
-                    f"{c.name} {c.status} {c.reason}".strip() + "".join(
-                        f" {w.role} d={w.d} {w.status} wrong {w.wrong}" for w in c.claims if w.wrong and w.status != NOT_CLAIMED)
-                    for c in result.configs if c.status != COMPILED or c.mismatch or c.wrong_claims))
+                bar.write(failure_line(result))
             if args.results and unsaved >= CHECKPOINT_EVERY:
                 checkpoint.save(args.results, options, results.values(), atomic_write_text)
                 unsaved = 0

@@ -125,7 +125,7 @@ def _worker(args: tuple[Options, int]) -> ProgramResult:
 
 def run(
     options: Options, jobs: int = 1, indices: Sequence[int] | None = None, timeout: float = PROGRAM_TIMEOUT,
-    worker: Callable[[tuple[Any, int]], Any] = _worker,
+    worker: Callable[[tuple[Any, int]], Any] = _worker, in_process: bool | None = None,
 ) -> Iterable[ProgramResult]:
     """Results in program order, computed by `jobs` processes.
 
@@ -133,15 +133,17 @@ def run(
     jobs, waiting more than `timeout` seconds for the next program's result raises. `worker`
     computes one result from `(options, index)` (default: `run_one`); another fuzz
     (`benchmarks/claims.py`) passes its own, a module-level function so the workers can load it.
+    `in_process` (default: `jobs <= 1`) runs the tasks in this process; False with one job gives
+    one recycled worker, whose memory cannot grow over a long run.
     """
     tasks = [(options, i) for i in (range(options.programs) if indices is None else indices)]
-    if jobs <= 1:
+    if jobs <= 1 if in_process is None else in_process:
         yield from map(worker, tasks)
         return
     # Workers are recycled (a long-lived one once grew until the OOM killer took it, which
     # hangs a Pool forever); waiting on each result is bounded so a lost task raises instead.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(jobs, maxtasksperchild=WORKER_TASKS) as pool:
+    with context.Pool(max(jobs, 1), maxtasksperchild=WORKER_TASKS) as pool:
         results = pool.imap(worker, tasks, chunksize=1)
         for _, index in tasks:
             try:

@@ -424,6 +424,12 @@ def _combined(view: ModelView, proj: Projection | None, scores: sparse.csc_array
     return total
 
 
+def _reads_error(head: HeadView, errors: Errors) -> bool:
+    """Whether a query or key coordinate of ``head`` may be off its exact value."""
+    rows = np.asarray(abs(head.w_q).sum(axis=1) + abs(head.w_k).sum(axis=1)).ravel() != 0
+    return bool(np.any(rows[errors.erring()]))
+
+
 def _attention_step(view: ModelView, proj: Projection | None, index: int, heads: tuple[HeadView, ...],
                     errors: Errors) -> tuple[tuple[np.ndarray, ...], float]:
     width = view.residual_dim
@@ -437,7 +443,8 @@ def _attention_step(view: ModelView, proj: Projection | None, index: int, heads:
         scores_scale = max(rounding_scale(view, proj, head.w_q, errors).max(initial=0.0),
                            rounding_scale(view, proj, head.w_k, errors).max(initial=0.0))
         values_scale = max(scores_scale, rounding_scale(view, proj, head.ov, errors).max(initial=0.0))
-        if rounding is not None:
+        if rounding is not None and not (proj is None and head.integer_scores and not _reads_error(head, errors)):
+            # against exact arithmetic a head with integer weights reading exact one-hots rounds nothing
             shift += scores_scale * rounding.scores[h]
         sigma = max(sigma, shift)
         values = reader_parts(view, proj, head.ov, errors, noise=noise)
@@ -591,8 +598,9 @@ def interference_bound(structure, w: np.ndarray) -> InterferenceBound:
         rows = w[protected] @ w.T
         rows[np.arange(len(protected)), protected] -= 1.0
         protected_error = float(np.abs(rows).max())
-    found = walk(view, proj, structure.classes, frozenset(structure.merger_layers))
-    output = unembedding_load(view, proj, found.errors)
+    with np.errstate(over="ignore", invalid="ignore"):  # an unbounded error is inf (or nan): no claim
+        found = walk(view, proj, structure.classes, frozenset(structure.merger_layers))
+        output = unembedding_load(view, proj, found.errors)
     reads = (*found.reads, ReadBound(len(view.sublayers), "unembed", output.deviation, output.load))
     claims = bool(np.isfinite(output.load) and output.load < 1.0)
     return InterferenceBound(protected_error, reads, claims, found.score_shift, output.deviation, output.tightest)

@@ -41,8 +41,9 @@ def calibrated(view: ModelView, compiled: CompiledModel) -> ModelView:
     """``view`` with its value ranges, rounding and noise (module docstring)."""
     low, high = value_ranges(view, compiled)
     view = dataclasses.replace(view, low=low, high=high)
-    view = _with_rounding(view, compiled.config.max_seq_len + 1)
-    found = walk(view, None)
+    view = _with_rounding(view, compiled.config.max_seq_len + 1, compiled)
+    with np.errstate(over="ignore", invalid="ignore"):
+        found = walk(view, None)
     return dataclasses.replace(view, noise=tuple(_noise(view, errors) for errors in (*found.before, found.errors)))
 
 
@@ -130,7 +131,7 @@ def _column_terms(matrix) -> np.ndarray:
     return np.diff(matrix.indptr) if matrix.shape[1] else np.zeros(0, np.int64)
 
 
-def _with_rounding(view: ModelView, positions: int) -> ModelView:
+def _with_rounding(view: ModelView, positions: int, compiled: CompiledModel) -> ModelView:
     """``view`` with each sub-layer's float rounding (module docstring)."""
     stream = U * view.magnitude  # adding an output into the stream
     out = []
@@ -156,5 +157,7 @@ def _with_rounding(view: ModelView, positions: int) -> ModelView:
                 outputs.append(relative * values + stream[head.writes])
             out.append(AttentionRounding(np.asarray(scores), tuple(outputs)))
     unembed = U * (_column_terms(view.unembed) + 1) * _largest(view, view.unembed)
-    embedding = np.where(view.categorical, 0.0, stream)
+    # the embedding adds a token's row to a position's: exact where only one of them writes
+    both = np.any(weights.token_embedding(compiled) != 0, axis=0) & np.any(weights.position_embedding(compiled) != 0, axis=0)
+    embedding = np.where(both, stream, 0.0)
     return dataclasses.replace(view, rounding=tuple(out), embedding_rounding=embedding, unembed_rounding=unembed)

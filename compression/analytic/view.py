@@ -59,6 +59,9 @@ class HeadView:
     writes: np.ndarray
     copies: bool = False
     gap: float = 0.0
+    # its queries and keys read only categorical values and `one` with integer weights: on exact
+    # one-hot inputs every score is an exact float32 sum of integers (no rounding)
+    integer_scores: bool = False
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -298,6 +301,20 @@ def score_gap(w_q: np.ndarray, w_k: np.ndarray, group_of: np.ndarray, one: int |
     return float(gap)
 
 
+# Integer weights up to this size keep every score of a head an exact float32 integer.
+INTEGER_LIMIT = 2 ** 12
+
+
+def _integer_scores(w_q: np.ndarray, w_k: np.ndarray, group_of: np.ndarray, one: int | None) -> bool:
+    """Whether a head's scores are exact on exact inputs (see :class:`HeadView`)."""
+    weights = np.concatenate([w_q.ravel(), w_k.ravel()])
+    rows = np.nonzero(np.any(w_q != 0, axis=1) | np.any(w_k != 0, axis=1))[0]
+    readable = np.all((group_of[rows] >= 0) | (rows == one))
+    whole = np.all(weights == np.round(weights)) and np.abs(weights).max(initial=0.0) <= INTEGER_LIMIT
+    terms = max(w_q.shape[1], 1) * INTEGER_LIMIT ** 2
+    return bool(readable and whole and terms < 2 ** 24 * INTEGER_LIMIT)
+
+
 def _sublayers(compiled: CompiledModel, values: dict[str, np.ndarray], numeric: np.ndarray,
                one: int | None, bos: int | None, group_of: np.ndarray) -> tuple[Sublayer, ...]:
     labels = tuple(compiled.config.residual_labels)
@@ -310,7 +327,7 @@ def _sublayers(compiled: CompiledModel, values: dict[str, np.ndarray], numeric: 
                 copies = bool(writes.size) and bool(np.all(group_of[writes] >= 0))
                 gap = score_gap(head.w_q, head.w_k, group_of, one) if copies else 0.0
                 heads.append(HeadView(_csc(head.w_q), _csc(head.w_k), _csc(head.w_v @ head.w_o[:, writes]), writes,
-                                      copies, gap))
+                                      copies, gap, _integer_scores(head.w_q, head.w_k, group_of, one)))
             out.append(tuple(heads))
         else:
             mlp = weights.mlp_weights(compiled, index)
