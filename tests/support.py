@@ -181,3 +181,25 @@ def decode_categorical(vector: VectorInBasis, name: str, tol: float = 1e-6) -> l
         else:
             raise AssertionError(f"not a one-hot: {dict((str(d), v) for (_, d), v in zip(dirs, vals) if abs(v) > tol)}")
     return out
+
+
+# -- compression regressions -------------------------------------------------------------------
+
+# Model-zoo program 34 of seed 0 as the random program generator drew it before it grew
+# its lookup chains; stored, so later changes to the generator leave the test's program as it was.
+ZOO_PROGRAM_34 = """from rasp import lib, rasp
+
+v2 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("v2")
+v3 = rasp.Aggregate(v2, rasp.indices, default=None).named("v3")
+v4 = rasp.Select(rasp.tokens, rasp.indices, rasp.Comparison.EQ).named("v4")
+v5 = rasp.Select(v3, v3, lambda k, q: k == q - 1).named("v5")
+v6 = rasp.SelectorAnd(v4, v5).named("v6")
+v7 = rasp.numerical(rasp.Aggregate(v6, rasp.indices, default=0)).named("v7")
+v8 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("v8")
+v9 = rasp.Aggregate(v8, v7, default=None).named("v9")
+v10 = rasp.Select(v9, v9, rasp.Comparison.NEQ).named("v10")
+v11 = rasp.Select(v9, v9, lambda k, q: abs(k - q) <= 1).named("v11")
+v12 = rasp.SelectorOr(v10, v11).named("v12")
+v13 = rasp.numerical(rasp.Aggregate(v12, v3, default=0)).named("v13")
+program = v13
+"""

@@ -206,6 +206,17 @@ def _caller(expr: rasp.SOp, f: Callable) -> Callable[[tuple], Any]:
     return lambda args: _call(expr, f, args)
 
 
+def _gather(found: Collector, outputs: Iterable[Any]) -> bool:
+    """Add every output that is not None to ``found``; whether one was None."""
+    saw_none = False
+    for y in outputs:
+        if y is None:
+            saw_none = True
+        else:
+            found.add(y)
+    return saw_none
+
+
 def _apply_unary(expr: rasp.Map, f: Callable, inner: dict, numerical: bool) -> Inferred:
     found = Collector()
     nullable = inner[nodes.NULLABLE]
@@ -215,11 +226,7 @@ def _apply_unary(expr: rasp.Map, f: Callable, inner: dict, numerical: bool) -> I
             ys = results(expr.label, (expr.inner.label,), (x,), (variants[x],), _caller(expr, f))
         else:
             ys = (_call(expr, f, (x,)),)
-        for y in ys:
-            if y is None:
-                nullable = True
-            else:
-                found.add(y)
+        nullable = _gather(found, ys) or nullable
     return _checked(expr, found.values, numerical), nullable, found.variants
 
 
@@ -235,11 +242,7 @@ def _apply_binary(graph: nx.DiGraph, expr: rasp.SOp, fst: dict, snd: dict, numer
                 zs = results(expr.label, labels, (x, x), (x_variants[x], None), _caller(expr, expr.f), diagonal=True)
             else:
                 zs = (_call(expr, expr.f, (x, x)),)
-            for z in zs:
-                if z is None:
-                    nullable = True
-                else:
-                    found.add(z)
+            nullable = _gather(found, zs) or nullable
         return _checked(expr, found.values, numerical), nullable, found.variants
     if len(xs) * len(ys) > MAX_VALUE_SET_SIZE:
         through_cone = _apply_cone(graph, expr, numerical)
@@ -260,11 +263,7 @@ def _apply_binary(graph: nx.DiGraph, expr: rasp.SOp, fst: dict, snd: dict, numer
                 zs: Iterable[Any] = (_call(expr, expr.f, (x, y)),)
             else:
                 zs = results(expr.label, labels, (x, y), (x_options, y_options), _caller(expr, expr.f))
-            for z in zs:
-                if z is None:
-                    nullable = True
-                else:
-                    found.add(z)
+            nullable = _gather(found, zs) or nullable
     return _checked(expr, found.values, numerical), nullable, found.variants
 
 

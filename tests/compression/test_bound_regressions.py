@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 from bound_check import assert_within
+from support import ZOO_PROGRAM_34
 from compiler import compile_rasp
 from compression.analytic.bound import interference_bound
 from compression.analytic.packing import COPY_OVERLAP, group_needs, min_width, packed_projection, packed_width
 from compression.analytic.structure import residual_structure
+from compiler.lab.zoo.sampling import rebuild
 from compression.claims import claim_check
 from compression.learned.sampling import enumerate_inputs
 from compression.task import CompressionTask, frozen_from_compiled, input_space_of
@@ -39,22 +41,10 @@ def _right_inputs(task, w):
 
 
 def _copy_into_query():
-    """Model-zoo program 34 of seed 0: the categorical Aggregate ``v9`` copies values of ``v7``
-    (a numerical mean turned categorical), and ``v9`` is then a query and key of ``v10``/``v11``;
-    the output ``v13`` is a numerical mean selected by them."""
-    v2 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("v2")
-    v3 = rasp.Aggregate(v2, rasp.indices, default=None).named("v3")
-    v4 = rasp.Select(rasp.tokens, rasp.indices, rasp.Comparison.EQ).named("v4")
-    v5 = rasp.Select(v3, v3, lambda k, q: k == q - 1).named("v5")
-    v6 = rasp.SelectorAnd(v4, v5).named("v6")
-    v7 = rasp.numerical(rasp.Aggregate(v6, rasp.indices, default=0)).named("v7")
-    v8 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("v8")
-    v9 = rasp.Aggregate(v8, v7, default=None).named("v9")
-    v10 = rasp.Select(v9, v9, rasp.Comparison.NEQ).named("v10")
-    v11 = rasp.Select(v9, v9, lambda k, q: abs(k - q) <= 1).named("v11")
-    v12 = rasp.SelectorOr(v10, v11).named("v12")
-    v13 = rasp.numerical(rasp.Aggregate(v12, v3, default=0)).named("v13")
-    return _optimised_task("zoo-34", v13, ["a", "b", "c"], 3)
+    """Model-zoo program 34 of seed 0 (``support.ZOO_PROGRAM_34``): the categorical Aggregate
+    ``v9`` copies values of ``v7`` (a numerical mean turned categorical), and ``v9`` is then a
+    query and key of ``v10``/``v11``; the output ``v13`` is a numerical mean selected by them."""
+    return _optimised_task("zoo-34", rebuild(ZOO_PROGRAM_34), ["a", "b", "c"], 3)
 
 
 def _folded_copy():

@@ -14,6 +14,8 @@ import time
 import numpy as np
 import pytest
 
+from support import ZOO_PROGRAM_34 as PROGRAM_34
+
 pq = pytest.importorskip("pyarrow.parquet", reason="the zoo extra (pyarrow) is not installed")
 
 from compiler.fuzzing.differential import same_value
@@ -258,24 +260,6 @@ def test_audit_passes_the_files_and_catches_tampering(tiny_zoo):
         assert "the weights give" in audit_record(dict(row, weights=bad, weights_sha256=zoo_weights.sha256(bad)))
 
 
-# Program 34 of the default zoo (seed 0) as the random program generator drew it before it grew
-# its lookup chains; stored, so later changes to the generator leave the test's program as it was.
-PROGRAM_34 = """from rasp import lib, rasp
-
-v2 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("v2")
-v3 = rasp.Aggregate(v2, rasp.indices, default=None).named("v3")
-v4 = rasp.Select(rasp.tokens, rasp.indices, rasp.Comparison.EQ).named("v4")
-v5 = rasp.Select(v3, v3, lambda k, q: k == q - 1).named("v5")
-v6 = rasp.SelectorAnd(v4, v5).named("v6")
-v7 = rasp.numerical(rasp.Aggregate(v6, rasp.indices, default=0)).named("v7")
-v8 = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ).named("v8")
-v9 = rasp.Aggregate(v8, v7, default=None).named("v9")
-v10 = rasp.Select(v9, v9, rasp.Comparison.NEQ).named("v10")
-v11 = rasp.Select(v9, v9, lambda k, q: abs(k - q) <= 1).named("v11")
-v12 = rasp.SelectorOr(v10, v11).named("v12")
-v13 = rasp.numerical(rasp.Aggregate(v12, v3, default=0)).named("v13")
-program = v13
-"""
 
 
 def test_a_compressed_claim_comes_with_its_check_and_is_audited(monkeypatch):
