@@ -206,7 +206,10 @@ def _reduce(values: np.ndarray, mask: np.ndarray, starts: np.ndarray, fn: np.ufu
 
 def _interval(scale: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``[lo, hi] * scale`` elementwise (``scale`` of any sign), broadcasting ``lo``/``hi`` over columns."""
-    a, b = lo[:, None] * scale, hi[:, None] * scale
+    with np.errstate(invalid="ignore"):
+        a, b = lo[:, None] * scale, hi[:, None] * scale
+    # an unbounded value times a zero weight contributes nothing (not NaN)
+    a, b = np.where(scale == 0, 0.0, a), np.where(scale == 0, 0.0, b)
     return np.minimum(a, b), np.maximum(a, b)
 
 
