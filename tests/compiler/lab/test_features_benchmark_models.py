@@ -121,6 +121,19 @@ def test_16k_model_is_exact_on_10000_inputs():
     assert exact_on_samples(stage, 10_000, seed=1, zipf=1.0) == 1.0
 
 
+def test_1k_copy_model_has_1k_independent_features_and_is_exact():
+    stage = build_stage(STAGES["1k-copy"])
+    model = stage.compiled
+    dictionary = true_dictionary(model, Site("resid", len(model.config.layers)), stage.projection)
+    assert dictionary.num_features == 64 * 17 and stage.d == 211  # tokens and 16 copies of 64 values
+    assert stage.claims_exact and stage.max_load < 0.5
+    assert stage.claim.check.kind == "sampled" and stage.claim.check.tightest > 0
+    assert exact_on_samples(stage, 300, seed=1, zipf=1.0) == 1.0
+    ids = sample_ids(model, 100, seed=2)
+    assert check_dictionaries(model, [dictionary], ids, stage.projection)[0].max_abs_error < 1e-5
+
+
+@pytest.mark.slow  # about a minute on the 2-core machine (its claim's check runs RASP on 4,000 inputs)
 def test_4k_copy_model_has_4k_independent_features_and_is_exact():
     stage = build_stage(STAGES["4k-copy"])
     model = stage.compiled

@@ -32,7 +32,8 @@ from rasp import rasp
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 # Library programs included, numbers and letters, several shards.
-TINY = ZooConfig(programs=8, seed=3, shard_size=3, library_share=0.3, sizes=(2, 8), inputs=6)
+# Lengths up to 4 keep each compressed record's exhaustive check (every input) small.
+TINY = ZooConfig(programs=8, seed=3, shard_size=3, library_share=0.3, sizes=(2, 8), inputs=6, max_seq_lens=(3, 4))
 
 
 def files(folder: pathlib.Path) -> dict[str, bytes]:
