@@ -12,17 +12,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from compiler import compile_rasp  # noqa: E402
-from compiler.examples import EXAMPLES  # noqa: E402
-from compiler.lab.circuits.ablation import InputDistribution  # noqa: E402
-from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge  # noqa: E402
-from compiler.lab.circuits.components import network  # noqa: E402
-from compiler.lab.circuits.measure import measure_circuit, setup  # noqa: E402
-from compiler.lab.circuits.pipeline import record_of  # noqa: E402
-from compiler.lab.circuits.scoring import score  # noqa: E402
-from compiler.lab.circuits.variants import Variant  # noqa: E402
+from compiler import compile_rasp
+from compiler.examples import EXAMPLES
+from compiler.lab.circuits.ablation import InputDistribution
+from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge
+from compiler.lab.circuits.components import network
+from compiler.lab.circuits.measure import measure_circuit, setup
+from compiler.lab.circuits.pipeline import record_of
+from compiler.lab.circuits.scoring import score
+from compiler.lab.circuits.variants import Variant
 
 print("| program | edges | circuit (auto-circuit names) | verified | auto-circuit EAP ROC AUC | AP | best F1 |")
 print("|---|---|---|---|---|---|---|")

@@ -23,22 +23,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import numpy as np
+from tqdm import tqdm
 
-from compiler.examples import EXAMPLES  # noqa: E402
-from compiler.fuzzing.driver import SETTINGS  # noqa: E402
-from compiler.fuzzing.program_spec import build  # noqa: E402
-from compiler.fuzzing.random_programs import generate  # noqa: E402
-from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution  # noqa: E402
-from compiler.lab.circuits.measure import setup  # noqa: E402
-from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
-from compiler.lab.circuits.pipeline import measured  # noqa: E402
-from compiler.lab.circuits.scoring import score  # noqa: E402
-from compiler.lab.circuits.variants import keeps_outputs, make_variant  # noqa: E402
-from compiler.model.jit_cache import enable_compilation_cache  # noqa: E402
-from rasp import rasp  # noqa: E402
-from rasp.errors import RaspEvaluationError  # noqa: E402
+from compiler.examples import EXAMPLES
+from compiler.fuzzing.driver import SETTINGS
+from compiler.fuzzing.program_spec import build
+from compiler.fuzzing.random_programs import generate
+from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution
+from compiler.lab.circuits.measure import setup
+from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores
+from compiler.lab.circuits.pipeline import measured
+from compiler.lab.circuits.scoring import score
+from compiler.lab.circuits.variants import keeps_outputs, make_variant
+from compiler.model.jit_cache import enable_compilation_cache
+from rasp import rasp
+from rasp.errors import RaspEvaluationError
 
 # "x20": the KL at inverse temperature SHARP (`methods.divergence`), where a compiled model's softmax
 # follows its decoded output; the plain names use the raw logits.
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
                 continue
             try:
                 new = run_case(name, program, vocab, max_seq_len, unique, variant, args)
-            except Exception as error:  # noqa: BLE001 - a case that cannot be built is reported, not fatal
+            except Exception as error:
                 failures.append(f"{name} {variant}: {type(error).__name__}: {' '.join(str(error).split())[:160]}")
                 continue
             rows += new

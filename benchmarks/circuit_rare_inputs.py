@@ -19,16 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from compiler.examples import EXAMPLES  # noqa: E402
-from compiler.lab.circuits.ablation import InputDistribution  # noqa: E402
-from compiler.lab.circuits.measure import setup  # noqa: E402
-from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores  # noqa: E402
-from compiler.lab.circuits.pipeline import measured  # noqa: E402
-from compiler.lab.circuits.scoring import score  # noqa: E402
-from compiler.lab.circuits.variants import keeps_outputs, make_variant  # noqa: E402
-from rasp import rasp  # noqa: E402
+from compiler.examples import EXAMPLES
+from compiler.lab.circuits.ablation import InputDistribution
+from compiler.lab.circuits.measure import setup
+from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores
+from compiler.lab.circuits.pipeline import measured
+from compiler.lab.circuits.scoring import score
+from compiler.lab.circuits.variants import keeps_outputs, make_variant
+from rasp import rasp
 
 METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
            "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}

@@ -56,33 +56,45 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
 
-from compiler import compile_rasp  # noqa: E402
-from compiler.errors import CausalSemanticsWarning, CompilerError  # noqa: E402
-from compiler.examples import CATALOGUE  # noqa: E402
-from compiler.fuzzing import checkpoint, driver  # noqa: E402
-from compiler.fuzzing.buckets import refusal_bucket  # noqa: E402
-from compiler.fuzzing.program_spec import build, to_source  # noqa: E402
-from compiler.io.atomic import atomic_write_text, check_target  # noqa: E402
-from compiler.model.encoders import EMPTY_THRESHOLD  # noqa: E402
-from compression import evaluation  # noqa: E402
-from compression.analytic import (  # noqa: E402
-    min_width, packed_projection, packed_width, random_projection, residual_structure,
+from compiler import compile_rasp
+from compiler.errors import CausalSemanticsWarning, CompilerError
+from compiler.examples import CATALOGUE
+from compiler.fuzzing import checkpoint, driver
+from compiler.fuzzing.buckets import refusal_bucket
+from compiler.fuzzing.program_spec import build, to_source
+from compiler.io.atomic import atomic_write_text, check_target
+from compiler.model.encoders import EMPTY_THRESHOLD
+from compression import evaluation
+from compression.analytic import (
+    min_width,
+    packed_projection,
+    packed_width,
+    random_projection,
+    residual_structure,
 )
-from compression.analytic.bound import interference_bound  # noqa: E402
-from compression.analytic.structure import ResidualStructure  # noqa: E402
-from compression.claims import (  # noqa: E402
-    ENUMERATE_LIMIT, EXACT, NOT_CLAIMED, SAMPLES, WRONG_CLAIM, Claim, check_tolerance, claim_exactness, tightest_inputs,
+from compression.analytic.bound import interference_bound
+from compression.analytic.structure import ResidualStructure
+from compression.claims import (
+    ENUMERATE_LIMIT,
+    EXACT,
+    NOT_CLAIMED,
+    SAMPLES,
+    WRONG_CLAIM,
+    Claim,
+    check_tolerance,
+    claim_exactness,
+    tightest_inputs,
 )
-from compression.exactness import MIN_SAMPLES, ExactnessCheck, exactness_check  # noqa: E402
-from compression.experiments.sweep import UNIQUE_TOKENS  # noqa: E402
-from compression.learned.sampling import enumerate_inputs  # noqa: E402
-from compression.task import CompressionTask, frozen_from_compiled, input_space_of  # noqa: E402
-from rasp import rasp  # noqa: E402
+from compression.exactness import MIN_SAMPLES, ExactnessCheck, exactness_check
+from compression.experiments.sweep import UNIQUE_TOKENS
+from compression.learned.sampling import enumerate_inputs
+from compression.task import CompressionTask, frozen_from_compiled, input_space_of
+from rasp import rasp
 
 # (optimize, causal) of the four compilations of a program.
 CONFIGS: tuple[tuple[bool, bool], ...] = ((True, False), (True, True), (False, False), (False, True))
@@ -474,7 +486,7 @@ def claims_of_program(options: ClaimsOptions, index: int) -> ProgramClaims:
     try:
         case = case_of(options, index)
         done = [_limited(case, o, c, seed, options.samples, share) for o, c in configs]
-    except Exception as error:  # noqa: BLE001 - building the program failed: a generator bug
+    except Exception as error:
         done = [_crash(o, c, "build", error, started) for o, c in configs]
     finally:
         clear_caches()
@@ -491,14 +503,14 @@ def _limited(case: Case, optimize: bool, causal: bool, seed: int, samples: int, 
             return check_config(case, optimize, causal, seed, samples)
     except ProgramTimeout as error:
         return _config_result(optimize, causal, started, TIMEOUT, str(error))
-    except Exception as error:  # noqa: BLE001 - recorded, the run goes on
+    except Exception as error:
         return _crash(optimize, causal, "claims", error, started)
 
 
 def _source(case: Case) -> str:
     try:
         return f"# vocab {list(case.vocab)!r}, max_seq_len {case.max_seq_len}\n{case.source()}"
-    except Exception as error:  # noqa: BLE001 - a source that does not print is no reason to stop
+    except Exception as error:
         return f"(no source: {type(error).__name__}: {error})"
 
 

@@ -29,12 +29,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler import CompilerError, compile_rasp  # noqa: E402
-from compiler.examples import EXAMPLES  # noqa: E402
-from compiler.fuzzing.differential import same_value  # noqa: E402
-from compiler.model.config import AttentionSpec, MLPSpec  # noqa: E402
-from compiler.model.weights import parameter_counts  # noqa: E402
-from rasp import rasp  # noqa: E402
+from compiler import CompilerError, compile_rasp
+from compiler.examples import EXAMPLES
+from compiler.fuzzing.differential import same_value
+from compiler.model.config import AttentionSpec, MLPSpec
+from compiler.model.weights import parameter_counts
+from rasp import rasp
 
 COLD_SNIPPET = """
 import sys, time

@@ -50,16 +50,16 @@ def main() -> None:
     if args.cpu_devices:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                    + f" --xla_force_host_platform_device_count={args.cpu_devices}").strip()
-    import jax  # noqa: E402  (after XLA_FLAGS)
+    import jax
 
-    from compression.learned.config import OptimizerConfig, TrainConfig
-    from compression.experiments.common import EXPERIMENT_LR
     from compression.evaluation import accuracy, nearest_value_tolerance
     from compression.experiments import frac_prevs as fp_exp
     from compression.experiments import sort_unique as su_exp
+    from compression.experiments.common import EXPERIMENT_LR
+    from compression.learned.config import OptimizerConfig, TrainConfig
     from compression.learned.sampling import enumerate_inputs
-    from compression.task import frac_prevs_task, sort_unique_task
     from compression.learned.train import Compressor
+    from compression.task import frac_prevs_task, sort_unique_task
 
     cases = {"frac_prevs": (frac_prevs_task, fp_exp.BENCHMARK_D, fp_exp.DEFAULT_STEPS),
              "sort_unique": (sort_unique_task, su_exp.DEFAULT_D, su_exp.DEFAULT_STEPS)}

@@ -17,13 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from craft.bases import BasisDirection, VectorSpaceWithBasis  # noqa: E402
-from craft.blocks import MLP, AttentionHead  # noqa: E402
-from craft.chamber.categorical_attn import attention_head, categorical_value_map, selector_qk  # noqa: E402
-from craft.chamber.categorical_mlp import map_categorical_mlp, sequence_map_categorical_mlp  # noqa: E402
-from craft.chamber.numerical_mlp import map_numerical_mlp  # noqa: E402
-from craft.chamber.selector_width import selector_width  # noqa: E402
-from rasp import Comparison  # noqa: E402
+from craft.bases import BasisDirection, VectorSpaceWithBasis
+from craft.blocks import MLP, AttentionHead
+from craft.chamber.categorical_attn import attention_head, categorical_value_map, selector_qk
+from craft.chamber.categorical_mlp import map_categorical_mlp, sequence_map_categorical_mlp
+from craft.chamber.numerical_mlp import map_numerical_mlp
+from craft.chamber.selector_width import selector_width
+from rasp import Comparison
 
 ONE = VectorSpaceWithBasis((BasisDirection("one"),))
 BOS = VectorSpaceWithBasis((BasisDirection("tokens", "BOS"),))

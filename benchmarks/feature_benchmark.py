@@ -30,6 +30,7 @@ SAELens it says so and stops after the stage table.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import tempfile
@@ -41,17 +42,24 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.io.atomic import atomic_write_text  # noqa: E402
-from compiler.lab.features.dictionary import true_dictionary  # noqa: E402
-from compiler.lab.features.evaluation import accuracy_of, rasp_references  # noqa: E402
-from compiler.lab.features.metrics import (TopKOf, cofiring, data_profile, dictionary_mcc,  # noqa: E402
-                                           ground_truth, perfect_coder, synthetic_scores)
-from compiler.lab.features.plots import loss_plot, recovery_plot  # noqa: E402
-from compiler.lab.features.sites import Site, SiteRunner, residual_sites  # noqa: E402
-from compiler.lab.features.splice import causal_use, spliced_accuracy  # noqa: E402
-from compiler.lab.features.stages import STAGES, Stage, build_stage, sample_ids  # noqa: E402
-from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations  # noqa: E402
-from compression.analytic import interference_bound, packed_projection  # noqa: E402
+from compiler.io.atomic import atomic_write_text
+from compiler.lab.features.dictionary import true_dictionary
+from compiler.lab.features.evaluation import accuracy_of, rasp_references
+from compiler.lab.features.metrics import (
+    TopKOf,
+    cofiring,
+    data_profile,
+    dictionary_mcc,
+    ground_truth,
+    perfect_coder,
+    synthetic_scores,
+)
+from compiler.lab.features.plots import loss_plot, recovery_plot
+from compiler.lab.features.sites import Site, SiteRunner, residual_sites
+from compiler.lab.features.splice import causal_use, spliced_accuracy
+from compiler.lab.features.stages import STAGES, Stage, build_stage, sample_ids
+from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations
+from compression.analytic import interference_bound, packed_projection
 
 ZIPF = 1.0
 # When chance co-firing of rare features is all that merges true directions into classes (the copy
@@ -303,7 +311,7 @@ def main() -> None:
             print(f"{row['stage']}: L0 per residual site {[round(x, 2) for x in row['l0_per_site']]}")
         atomic_write_text(out / "stages.json", json.dumps(rows, indent=1))
     try:
-        import sae_lens  # noqa: F401
+        importlib.import_module("sae_lens")
     except ImportError:
         print("\nSAE baselines skipped: sae_lens is not importable in this environment (it needs "
               "transformer-lens<4; run this script with the venv that has the 'sae' extra).")

@@ -29,10 +29,10 @@ from jax.experimental import sparse as jsparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler import compile_rasp  # noqa: E402
-from compiler.examples import EXAMPLES  # noqa: E402
-from compiler.model.config import AttentionSpec  # noqa: E402
-from compiler.model.weights import module_params  # noqa: E402
+from compiler import compile_rasp
+from compiler.examples import EXAMPLES
+from compiler.model.config import AttentionSpec
+from compiler.model.weights import module_params
 
 # A weight is multiplied densely when at least this fraction of its entries is non-zero.
 DENSE_FROM = 1 / 16

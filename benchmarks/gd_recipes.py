@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compression.learned.config import GDRecipe, LossConfig, OptimizerConfig  # noqa: E402
+from compression.learned.config import GDRecipe, LossConfig, OptimizerConfig
 
 
 def _cosine(lr: float, weight_decay: float = 0.0) -> OptimizerConfig:
@@ -59,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init", default="orthogonal")
     args = parser.parse_args(argv)
 
+    from compression.analytic.structure import residual_structure
     from compression.exactness import exactness_check
     from compression.experiments.sweep import program_task
-    from compression.analytic.structure import residual_structure
     from compression.width_search import gd_run
 
     task = program_task(args.program, args.size)

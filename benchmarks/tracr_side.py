@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.examples import EXAMPLES  # noqa: E402
+from compiler.examples import EXAMPLES
 
 TRACR_PYTHON = Path("/work/wt/venvs/tracr/bin/python")
 

@@ -44,9 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.lab.zoo.config import DEFAULT_VARIANTS, ZooConfig  # noqa: E402
-from compiler.lab.zoo.generate import generate_zoo  # noqa: E402
-from compiler.lab.zoo.sampling import draw  # noqa: E402
+from compiler.lab.zoo.config import DEFAULT_VARIANTS, ZooConfig
+from compiler.lab.zoo.generate import generate_zoo
+from compiler.lab.zoo.sampling import draw
 
 TRACR_PYTHON = Path("/work/wt/venvs/tracr/bin/python")
 TRACR_SNIPPET = r"""
@@ -108,7 +108,7 @@ class TreeCpu:
         while not self.stop.wait(0.5):
             self._read()
 
-    def __enter__(self) -> "TreeCpu":
+    def __enter__(self) -> TreeCpu:
         if Path("/proc/self/stat").exists():
             self._read()
             self.start = sum(self.last.values())

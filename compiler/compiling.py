@@ -23,11 +23,11 @@ from compiler.passes import nodes
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
+from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.layout import lay_out
 from compiler.passes.lower import LoweringOptions, lower, output_space
 from compiler.passes.optimize import FACTOR_QK, NARROW_LOOKUPS, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.outputs import Outputs
-from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.readout import trace_values
 from compiler.passes.reuse import first_owners
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes

@@ -35,7 +35,7 @@ class Example:
     def build(self, max_seq_len: int) -> rasp.SOp:
         """The program's s-op for inputs of up to `max_seq_len` tokens."""
         code = compile(self.call, f"<example {self.name}>", "eval")
-        return eval(code, {"lib": lib, "rasp": rasp, "max_seq_len": max_seq_len})  # noqa: S307 - fixed text
+        return eval(code, {"lib": lib, "rasp": rasp, "max_seq_len": max_seq_len})
 
     def source(self, max_seq_len: int) -> str:
         """Python text that builds the program, followed by the library function's source."""

@@ -42,7 +42,7 @@ def standard_library_parts(stdlib: str | None) -> list[str]:
     return []
 
 
-__path__.extend(p for p in standard_library_parts(sysconfig.get_path("stdlib")) if p not in __path__)  # noqa: F821
+__path__.extend(p for p in standard_library_parts(sysconfig.get_path("stdlib")) if p not in __path__)
 
 _EXPORTS = {
     "GDRecipe": "learned.config", "LossConfig": "learned.config", "OptimizerConfig": "learned.config",

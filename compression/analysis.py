@@ -10,7 +10,7 @@ inputs, and a ``[N, T]`` mask of the positions to use (real tokens: no BOS, no P
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -38,9 +38,9 @@ class ResidualPair:
     mask: np.ndarray
     names: tuple[str, ...] = ()
 
-    def layer_outputs(self) -> "ResidualPair":
+    def layer_outputs(self) -> ResidualPair:
         """The sub-layer outputs (differences of consecutive snapshots), named per sub-layer."""
-        diff = lambda rs: tuple(b - a for a, b in zip(rs[:-1], rs[1:]))  # noqa: E731
+        diff = lambda rs: tuple(b - a for a, b in zip(rs[:-1], rs[1:]))
         names = self.names[1:] if self.names else tuple(snapshot_names(len(self.compiled))[1:])
         return ResidualPair(diff(self.compiled), diff(self.compressed), self.mask, names)
 

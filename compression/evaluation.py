@@ -7,17 +7,18 @@ accuracy can be checked cheaply between training chunks.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from compiler.model.encoders import EMPTY_THRESHOLD
-from rasp import RaspEvaluationError
 from compression.learned.frozen import FrozenModel
 from compression.learned.projection import pad_columns
 from compression.learned.sampling import InputSpace
+from rasp import RaspEvaluationError
 
 ReferenceFn = Callable[[list[Hashable]], Sequence[Any]]
 

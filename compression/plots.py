@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from compiler.io.atomic import atomic_write  # noqa: E402
+from compiler.io.atomic import atomic_write
 
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:

@@ -8,7 +8,8 @@ training and analysis code sees a :class:`~compression.learned.frozen.FrozenMode
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -5,8 +5,8 @@ Everything public in :mod:`rasp.rasp` is re-exported here, so both Tracr's impor
 The classic programs are in :mod:`rasp.lib` (``from rasp import lib``).
 """
 
-from rasp.rasp import *  # noqa: F401,F403  (the public API, listed in rasp.rasp.__all__)
+from rasp import lib, rasp
+from rasp.rasp import *  # the public API, listed in rasp.rasp.__all__
 from rasp.rasp import __all__ as _public_names
-from rasp import lib, rasp  # noqa: E402  (the library, and the module for Tracr-style use)
 
 __all__ = [*_public_names, "lib", "rasp"]

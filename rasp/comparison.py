@@ -5,7 +5,8 @@ A predicate is called as ``predicate(key, query)``; ``Comparison.LT`` means ``ke
 
 import dataclasses
 import enum
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Predicate = Callable[[Any, Any], bool]
 

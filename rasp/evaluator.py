@@ -8,7 +8,8 @@ boolean matrices indexed ``[query, key]`` internally and returned as nested list
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -5,7 +5,8 @@ in error messages (``RightOperand(op=<built-in function add>, value=1)``).
 """
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def logical_and(x: Any, y: Any) -> Any:

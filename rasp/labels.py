@@ -7,7 +7,7 @@ counter that is never reset, so two live expressions never share one.
 """
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 _label_numbers: Iterator[int] = itertools.count(1)
 _unique_ids: Iterator[int] = itertools.count(1)

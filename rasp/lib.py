@@ -12,7 +12,8 @@ the single ``length`` node below.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from rasp import rasp
 from rasp.labels import next_label_number

@@ -12,7 +12,8 @@ import abc
 import copy
 import enum
 import operator
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar, Union
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from rasp import functions
 from rasp.comparison import Comparison, Predicate, PredicateAnd, PredicateNot, PredicateOr
@@ -80,7 +81,7 @@ SOpT = TypeVar("SOpT", bound="SOp")
 
 # Value types, as Tracr names them (for annotations in user programs).
 Value = Any  # one element of an s-op's value: any hashable Python value, or None
-NumericValue = Union[int, float]  # an element of a numerical s-op
+NumericValue = int | float  # an element of a numerical s-op
 SOpValue = list  # an s-op evaluated on one input: one Value per position
 SelectorValue = list  # a selector evaluated on one input: rows [query][key] of bools
 
@@ -88,7 +89,7 @@ SelectorValue = list  # a selector evaluated on one input: rows [query][key] of 
 class Annotator(Protocol):
     """A function giving the default of one annotation key for an expression."""
 
-    def __call__(self, expr: "RASPExpr") -> Any: ...
+    def __call__(self, expr: RASPExpr) -> Any: ...
 
 
 # Defaults for annotation keys an expression was not given, looked up when the key is read
@@ -101,7 +102,7 @@ class _Annotations(Mapping[str, Any]):
 
     __slots__ = ("_expr", "_given")
 
-    def __init__(self, expr: "RASPExpr", given: Mapping[str, Any]) -> None:
+    def __init__(self, expr: RASPExpr, given: Mapping[str, Any]) -> None:
         self._expr = expr
         self._given = dict(given)
 

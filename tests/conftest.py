@@ -7,7 +7,6 @@ imports its plain helpers with `from support import ...`.
 from __future__ import annotations
 
 import pytest
-
 from support import example_model
 
 

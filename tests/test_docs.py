@@ -91,7 +91,7 @@ def test_doc_examples_run(path: pathlib.Path, tmp_path, monkeypatch) -> None:
     for block in blocks:
         # Padding with blank lines makes tracebacks point at the line in the markdown file.
         code = compile("\n" * (block.line - 1) + block.source, str(path), "exec")
-        exec(code, namespace)  # noqa: S102 - running the documentation is the point
+        exec(code, namespace)
     assert blocks
 
 

@@ -264,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return _run(args)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+        sys.stdout = open(os.devnull, "w")
         return 1
     except SystemExit as exit_:  # --help
         return int(exit_.code or 0)

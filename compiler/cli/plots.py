@@ -28,17 +28,17 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-from compiler.model.compiled_model import ApplyResult, CompiledModel  # noqa: E402
-from compiler.model.config import AttentionSpec  # noqa: E402
-from compiler.cli.summary import changed_entries  # noqa: E402
-from compiler.io.atomic import atomic_write  # noqa: E402
-from compiler.model.weights import head_weights  # noqa: E402
-from compiler.cli.head_notes import head_note  # noqa: E402
+from compiler.cli.head_notes import head_note
+from compiler.cli.summary import changed_entries
+from compiler.io.atomic import atomic_write
+from compiler.model.compiled_model import ApplyResult, CompiledModel
+from compiler.model.config import AttentionSpec
+from compiler.model.weights import head_weights
 
 CHANGED_COLOR = "#e6a000"
 CMAP = "RdBu_r"

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from compiler.cli.head_notes import head_notes
 from compiler.model.compiled_model import ApplyResult, CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec, ModelConfig
 from compiler.model.encoders import OutputsEncoder
-from compiler.cli.head_notes import head_notes
-from compiler.passes.optimize import applied
 from compiler.model.weights import parameter_counts
+from compiler.passes.optimize import applied
 
 # Entries whose change between two residual snapshots exceeds this count as changed.
 CHANGE_TOLERANCE = 1e-6

@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from compiler.model.compiled_model import CompiledModel
 from compiler.compiling import compile_rasp
 from compiler.errors import CausalSemanticsWarning, CompilerError
 from compiler.fuzzing import numpy_forward
 from compiler.fuzzing.buckets import refusal_bucket
+from compiler.model.compiled_model import CompiledModel
 from compiler.passes.validate import validate
 from rasp import rasp
 
@@ -115,7 +115,7 @@ def _check_program(
     started = time.perf_counter()
     try:
         problems = validate(program, vocab, max_seq_len, causal)
-    except Exception as error:  # noqa: BLE001 - any escape from validate is a crash
+    except Exception as error:
         return _crash("validate", error, started)
     if problems:
         return Outcome(REFUSED, refusal_bucket(problems[0]), "\n".join(problems),
@@ -125,7 +125,7 @@ def _check_program(
     except CompilerError as error:
         return Outcome(CRASH, f"validate passed but compile refused: {refusal_bucket(str(error))}",
                        str(error), seconds=time.perf_counter() - started)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return _crash("compile", error, started)
     kept, expected = [], []
     for xs in inputs:
@@ -133,14 +133,14 @@ def _check_program(
             expected.append(rasp.evaluate(program, xs, causal=causal))
         except rasp.RaspEvaluationError:
             continue
-        except Exception as error:  # noqa: BLE001 - the evaluator must raise only its own error
+        except Exception as error:
             return _crash("evaluate", error, started)
         kept.append(xs)
     if not kept:
         return Outcome(UNTESTED, "the evaluator rejects every input", seconds=time.perf_counter() - started)
     try:
         outputs = run_model(model, kept, engine)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return _crash(f"run ({engine})", error, started)
     for xs, want, got in zip(kept, expected, outputs):
         if len(got) != len(want) or not all(same_value(g, w) for g, w in zip(got, want)):

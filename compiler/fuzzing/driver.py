@@ -24,13 +24,20 @@ from typing import Any
 from tqdm import tqdm
 
 from compiler.errors import CompilerError
-from compiler.fuzzing import checkpoint, regression
+from compiler.fuzzing import checkpoint, random_programs, regression
 from compiler.fuzzing.differential import (
-    CRASH, EXACT, FAILURES, MISMATCH, REFUSED, UNTESTED, Outcome, check_program, sample_inputs,
+    CRASH,
+    EXACT,
+    FAILURES,
+    MISMATCH,
+    REFUSED,
+    UNTESTED,
+    Outcome,
+    check_program,
+    sample_inputs,
 )
-from compiler.fuzzing.shrink import Case, shrink
-from compiler.fuzzing import random_programs
 from compiler.fuzzing.program_spec import ProgramSpec, build
+from compiler.fuzzing.shrink import Case, shrink
 
 # (vocabulary, max_seq_len) settings cycled over the programs.
 SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (
@@ -96,7 +103,7 @@ def run_one(options: Options, index: int) -> ProgramResult:
         case = Case(tuple(vocab), max_seq_len, causal)
         try:
             outcome = _check(spec, case, options.inputs, index, engine)
-        except Exception as error:  # noqa: BLE001 - building the program failed: a generator bug
+        except Exception as error:
             outcome = Outcome(CRASH, f"build: {type(error).__name__}: {error}")
         outcomes.append(outcome)
         if outcome.status in FAILURES and options.out is not None:
@@ -108,7 +115,7 @@ def _record_failure(options: Options, index: int, spec: ProgramSpec, case: Case,
     def still_fails(candidate: ProgramSpec, smaller: Case) -> bool:
         try:
             again = _check(candidate, smaller, max(options.inputs, 256), index, engine)
-        except Exception:  # noqa: BLE001 - an ill-formed candidate does not reproduce
+        except Exception:
             return False
         return _same_failure(outcome, again)
 

@@ -145,7 +145,7 @@ def build(spec: ProgramSpec) -> rasp.SOp:
     from rasp import lib
 
     namespace: dict[str, Any] = {"rasp": rasp, "lib": lib}
-    exec(to_source(spec), namespace)  # noqa: S102 - source printed from menu entries only
+    exec(to_source(spec), namespace)
     return namespace["program"]
 
 

@@ -6,8 +6,8 @@ import textwrap
 from pathlib import Path
 
 from compiler.fuzzing.differential import Outcome
-from compiler.fuzzing.shrink import Case
 from compiler.fuzzing.program_spec import ProgramSpec, to_source
+from compiler.fuzzing.shrink import Case
 
 
 def render_test(name: str, spec: ProgramSpec, case: Case, outcome: Outcome, origin: str) -> str:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import importlib.metadata
 import inspect
 import warnings
@@ -432,7 +433,7 @@ def to_transformer_lens(model: CompiledModel, device: str = "cpu", *, projection
             f"(HookedTransformer) and 4.x (TransformerBridge) lines; {EXTRA_HINT}"
         )
     try:
-        import torch  # noqa: F401 - fail early with the hint below
+        importlib.import_module("torch")  # fail early, with the hint below
     except ImportError:
         raise ImportError(f"to_transformer_lens needs torch; {EXTRA_HINT}") from None
     from compiler.io.hf_tokenizer import build_tokenizer

@@ -38,10 +38,10 @@ import jax
 import numpy as np
 import safetensors.numpy
 
+from compiler.errors import ModelFileError
 from compiler.io import serialize
 from compiler.io.atomic import atomic_write_bytes, check_target
 from compiler.model.compiled_model import CompiledModel
-from compiler.errors import ModelFileError
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
 from compiler.model.forms import check_forms, choose_forms
 from compiler.model.transformer import build
@@ -344,7 +344,7 @@ def read_model_file(path: PathLike) -> ModelFile:
                       "it was changed after saving (hand-edited or corrupted)")
     try:
         tensors = safetensors.numpy.load(data)
-    except Exception as error:  # safetensors raises its own error type for malformed data
+    except (safetensors.SafetensorError, ValueError, OSError) as error:  # malformed data
         raise _refuse(path, f"corrupted: the weights cannot be read ({error})") from None
     if _weights_hash(tensors) != metadata["weights_sha256"]:
         raise _refuse(path, "corrupted: the weight data does not match its hash")

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import networkx as nx
 import numpy as np

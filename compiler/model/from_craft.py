@@ -17,12 +17,13 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
-from compiler.model.forms import choose_forms
 from compiler.model.config import TiedBlock
+from compiler.model.forms import choose_forms
 from compiler.model.transformer import ModelConfig, ModelOutput, build
 from compiler.passes.assemble import assemble
 from compiler.passes.layout import CraftModel, Embeddings
-from compiler.passes.reuse import ResidualReuse, reuse_residual as reuse_directions
+from compiler.passes.reuse import ResidualReuse
+from compiler.passes.reuse import reuse_residual as reuse_directions
 from craft.bases import VectorInBasis, VectorSpaceWithBasis
 
 

@@ -18,7 +18,6 @@ Large blocks arrive as scipy.sparse matrices and are sliced and stored without b
 
 from __future__ import annotations
 
-
 import numpy as np
 from scipy import sparse
 

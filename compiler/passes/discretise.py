@@ -124,7 +124,7 @@ def discretise_numerical_inputs(program: rasp.SOp) -> rasp.SOp:
     for expr in order:
         numerical = {id(c) for c in _numerical_inputs(expr)}
         if numerical:
-            def child(c: rasp.RASPExpr) -> rasp.RASPExpr:
+            def child(c: rasp.RASPExpr, numerical: set[int] = numerical) -> rasp.RASPExpr:
                 return categorical_copy(c) if id(c) in numerical else current(c)
 
             replaced[id(expr)] = rebuild(expr, child)

@@ -49,7 +49,6 @@ from craft.blocks import MLP, Block, combine_in_parallel
 from craft.maps import LinearMap
 from rasp import rasp
 
-
 # Most rounds of the state's fixed-point value inference: a loop with more steps whose values
 # have not closed by then is refused (each round re-infers the whole graph).
 MAX_VALUE_ROUNDS = 256

@@ -146,7 +146,7 @@ def _leaf_qk(
         return categorical_attn.selector_qk(queries, keys, leaf.predicate)
     except CompilerError:
         raise
-    except Exception:  # noqa: BLE001 - re-raised below with the selector and the values
+    except Exception:
         where = f"{label} (keys {leaf.keys}, queries {leaf.queries})"
         return categorical_attn.selector_qk(queries, keys, selectors.CheckedPredicate(where, leaf.predicate))
 
@@ -332,7 +332,7 @@ def needs_bos_default(graph: nx.DiGraph, label: str) -> bool:
         if folds:  # the head reads the folded Maps' inputs, through composed predicates
             leaves = fold_maps.fold_leaves(leaves, folds)
         return not selectors.always_selects(graph, label, leaves)
-    except Exception:  # noqa: BLE001 - validation reports selector problems
+    except Exception:
         return True  # unproven: write the default (a BOS row that is never used costs nothing)
 
 

@@ -188,7 +188,7 @@ def _selected_sets(graph: nx.DiGraph, expr: rasp.Aggregate, L: int) -> list[set[
     try:
         for leaf in leaves:
             table &= np.array([[bool(leaf.predicate(k, q)) for k in range(L)] for q in range(L)])
-    except Exception:  # noqa: BLE001 - the plain inference reports a failing predicate
+    except Exception:
         return None
     found = []
     for q in range(L):

@@ -197,7 +197,7 @@ class _Readers:
             # twins need equal results f(t, t), not f(t, v) for every value v
             try:
                 results = [fn(twin, twin) for twin in group]
-            except Exception:  # noqa: BLE001 - a user function that raises decides nothing here
+            except Exception:
                 return False
             return self._same(reader, results, False)
         for position, arg in enumerate(args):
@@ -206,7 +206,7 @@ class _Readers:
             for value in self.graph.nodes[args[1 - position].label][nodes.VALUE_SET]:
                 try:
                     results = [fn(twin, value) if position == 0 else fn(value, twin) for twin in group]
-                except Exception:  # noqa: BLE001 - a user function that raises decides nothing here
+                except Exception:
                     return False
                 if not self._same(reader, results, isinstance(expr, rasp.Select)):
                     return False

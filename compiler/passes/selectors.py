@@ -69,7 +69,7 @@ class CheckedPredicate:
             return bool(self.predicate(key, query))
         except CompilerError:
             raise
-        except Exception as error:  # noqa: BLE001 - reported with context
+        except Exception as error:
             raise ValueInferenceError(
                 f"{self.label}: its predicate {self.predicate!r} raised {type(error).__name__}: "
                 f"{error} on key={key!r}, query={query!r}, values the keys and queries can "
@@ -170,7 +170,7 @@ def selects_none(predicate: Predicate) -> bool:
 def _safe_call(label: str, predicate: Predicate, key: Any, query: Any) -> bool:
     try:
         return bool(predicate(key, query))
-    except Exception as error:  # noqa: BLE001 - reported with context
+    except Exception as error:
         raise UnsupportedProgramError(
             [f"{label}: its predicate raised {type(error).__name__}: {error} on "
              f"(key={key!r}, query={query!r}); make it handle every value the s-ops can take"]

@@ -66,7 +66,7 @@ def prefix_counts(selector: rasp.Selector, max_seq_len: int) -> tuple[int, ...] 
             if any(predicate(k, q) for k in range(q + 1, max_seq_len)):
                 return None
             counts.append(sum(bool(predicate(k, q)) for k in range(q + 1)))
-    except Exception:  # noqa: BLE001 - a predicate failing here is reported by validation
+    except Exception:
         return None
     return tuple(counts)
 

@@ -18,13 +18,12 @@ import networkx as nx
 
 from compiler.errors import CausalSemanticsWarning, CompilerError, UnsupportedProgramError
 from compiler.passes import graph as g
-from compiler.passes import nodes, selectors
+from compiler.passes import joint_selectors, nodes, selectors
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
+from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.numerical_maps import fit_none_flag, fit_numerical_map, numerical_map_operation
 from compiler.passes.optimize import fold_maps, optimize_graph, selected_passes
-from compiler.passes import joint_selectors
-from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.readout import trace_values
 from compiler.passes.sums import expand_sums
 from craft.bases import BasisDirection, bos_direction
@@ -182,7 +181,7 @@ def _inaccurate_numerical_maps(fused: nx.DiGraph, bos: BasisDirection) -> tuple[
             flag_fit = fit_none_flag(fused, label, 100.0, bos)
         except (TypeError, ValueError):
             continue  # non-numeric values: reported by other checks
-        except Exception:  # noqa: BLE001 - the function raised: reported by value inference
+        except Exception:
             continue
         if fit is None:
             continue

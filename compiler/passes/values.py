@@ -457,8 +457,8 @@ def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
     produces for integer-like values.
     """
     means: set = set()
-    for n, sums in _bag_sums(expr, values, max_seq_len):
-        means.update((sums / n).tolist())
+    for n, totals in _bag_sums(expr, values, max_seq_len):
+        means.update((totals / n).tolist())
         if len(means) > MAX_VALUE_SET_SIZE:
             break
     if len(means) > MAX_VALUE_SET_SIZE:
@@ -509,7 +509,7 @@ def bag_sums(expr: rasp.SOp, values: frozenset, max_seq_len: int, variants: Vari
 def _call(expr: rasp.SOp, f: Callable, args: tuple) -> Any:
     try:
         result = f(*args)
-    except Exception as error:  # noqa: BLE001 - any user failure is reported with context
+    except Exception as error:
         shown = ", ".join(repr(a) for a in args)
         raise ValueInferenceError(
             f"{expr.label}: its function raised {type(error).__name__}: {error} on input "

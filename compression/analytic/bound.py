@@ -192,7 +192,7 @@ def relu_errors(parts: ReaderParts, rounding: np.ndarray | None = None) -> UnitE
     if rest.size:
         _, p_hi = parts.compiled_range()
         move_lo, move_hi = parts.move_range()
-        column = lambda v: v[rest][:, None]  # noqa: E731 - one state per unit
+        column = lambda v: v[rest][:, None]
         # every state at once: the unit counts as possibly on (its off share is not known apart)
         account(rest, np.full((rest.size, 1), np.inf), column(p_hi), column(move_lo - extra), column(move_hi + extra))
         up_off[rest], down_off[rest] = up[rest], down[rest]

@@ -20,8 +20,8 @@ from typing import Literal
 
 import numpy as np
 
-from compression.analytic.codes import exclusive_code, smallest_code
 from compression.analytic.bound import InterferenceBound
+from compression.analytic.codes import exclusive_code, smallest_code
 from compression.analytic.structure import ResidualStructure
 from constructions.superposition.features import random_unit_features
 

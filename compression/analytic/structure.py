@@ -35,7 +35,7 @@ unit whose table entry is None (or the number 0) changes nothing whatever it see
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

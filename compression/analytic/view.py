@@ -26,7 +26,7 @@ bound needs to know which states the stream can be in:
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from scipy import sparse
@@ -39,6 +39,7 @@ from compiler.model.tying import untied
 from compiler.passes import nodes
 from compiler.passes.graph import NodeKind, hidden_name
 from craft.bases import ONE_NAME, bos_direction
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HeadView:

@@ -7,14 +7,14 @@ import csv
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import jax
 
 from compiler.io.atomic import atomic_write_text
 from compression.learned.config import OptimizerConfig
-
 
 # The experiments run 10-30x fewer steps than the paper's 3e5, so they start the same linear decay
 # (over the first half, to 1e-6) from a 10x larger rate; --paper-schedule restores appendix E.

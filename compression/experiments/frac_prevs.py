@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -26,7 +26,13 @@ from compression import plots
 from compression.analysis import pca_baseline, residual_pair
 from compression.evaluation import ReferenceSet, accuracy, nearest_value_tolerance
 from compression.experiments.common import (
-    base_parser, comparison_table, environment, optimizer_from_args, steps_from_args, write_csv, write_json,
+    base_parser,
+    comparison_table,
+    environment,
+    optimizer_from_args,
+    steps_from_args,
+    write_csv,
+    write_json,
 )
 from compression.experiments.runs import evaluation_loss, train_and_measure
 from compression.learned.config import TrainConfig

@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -16,8 +16,9 @@ Usage: ``python -m compression.experiments.sort_unique [--quick] [--out DIR] [--
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,13 @@ from compression import plots
 from compression.analysis import layer_cosine_similarity, mean_layer_outputs, residual_pair, variable_breakdown
 from compression.evaluation import ReferenceSet, accuracy
 from compression.experiments.common import (
-    base_parser, comparison_table, environment, optimizer_from_args, steps_from_args, write_csv, write_json,
+    base_parser,
+    comparison_table,
+    environment,
+    optimizer_from_args,
+    steps_from_args,
+    write_csv,
+    write_json,
 )
 from compression.experiments.runs import train_and_measure
 from compression.learned.config import TrainConfig

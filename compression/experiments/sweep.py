@@ -40,22 +40,29 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from compiler.examples import CATALOGUE, EXAMPLES
 from compression import plots
 from compression.analytic.packing import make_projection, min_width, packed_width
-from compression.claims import claim_exactness
 from compression.analytic.structure import ResidualStructure, residual_structure
+from compression.claims import claim_exactness
 from compression.exactness import ExactnessCheck, exactness_check, never_on
 from compression.experiments.common import base_parser, environment, read_csv, write_csv, write_json
 from compression.learned.config import GDRecipe, LossConfig
 from compression.task import CompressionTask, make_task
 from compression.width_search import (
-    GDRun, analytic_exact_width, claimed_width, gd_shrink_scan, gd_width_scan, pca_exact_width, pca_projection,
+    GDRun,
+    analytic_exact_width,
+    claimed_width,
+    gd_shrink_scan,
+    gd_width_scan,
+    pca_exact_width,
+    pca_projection,
 )
 
 # Programs whose inputs must not repeat a token (their RASP semantics assume distinct keys).

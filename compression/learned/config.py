@@ -89,7 +89,7 @@ class LossConfig:
             raise ValueError("loss weights must be >= 0")
 
     @classmethod
-    def exact(cls, balance_outputs: bool = False, written_margin: bool = True) -> "LossConfig":
+    def exact(cls, balance_outputs: bool = False, written_margin: bool = True) -> LossConfig:
         """The exactness objective: logit-gap margins, the layers' own outputs (their one-hot
         coordinates one-sided, ``written_margin``; False compares every coordinate as it is),
         attention patterns and the signs of the ReLU pre-activations (``balance_outputs``: every
@@ -171,7 +171,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Inverse of :meth:`to_dict`."""
         data = dict(data)
         data["optimizer"] = OptimizerConfig(**data.get("optimizer", {}))

@@ -9,7 +9,8 @@ returning an object with ``.output`` (``[B, T, n_out]`` logits or ``[B, T]`` val
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Literal, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol
 
 import jax
 

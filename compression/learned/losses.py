@@ -56,7 +56,7 @@ had a higher loss than a W that outputs a constant. The exactness objective
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -65,7 +65,6 @@ import numpy as np
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compression.learned.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
 from compression.learned.frozen import FrozenModel, OutputKind
-
 
 # A compiled logit gap below this is a tie up to rounding: no winner for the margin term to keep.
 TIE_GAP = 1e-3

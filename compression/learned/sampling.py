@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import jax
 import jax.numpy as jnp

@@ -8,7 +8,7 @@ one device (a laptop CPU) the same code runs unchanged.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -80,7 +81,7 @@ class Columns(NamedTuple):
     fade_steps: jax.Array  # float32 scalar: steps over which they fade (>= 1)
 
     @classmethod
-    def of(cls, d: int, fade: tuple[int, int], width: int | None = None) -> "Columns":
+    def of(cls, d: int, fade: tuple[int, int], width: int | None = None) -> Columns:
         """``d`` columns, the last ``fade[0]`` fading over ``fade[1]`` steps, padded to ``width``."""
         columns, steps = fade
         index = np.arange(width or d)
@@ -102,7 +103,7 @@ class Replay(NamedTuple):
     count: jax.Array  # int32 scalar: valid rows (0: none, the batch is drawn as usual)
 
     @classmethod
-    def of(cls, ids: np.ndarray, capacity: int, width: int, seed: int = 0) -> "Replay":
+    def of(cls, ids: np.ndarray, capacity: int, width: int, seed: int = 0) -> Replay:
         """At most ``capacity`` rows of ``ids`` (a seeded choice when there are more), padded."""
         ids = np.asarray(ids, np.int32).reshape(-1, width)
         if len(ids) > capacity:

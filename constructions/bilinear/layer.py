@@ -22,7 +22,7 @@ class BilinearLayer:
     c: np.ndarray
 
     @classmethod
-    def without_bias(cls, w: np.ndarray, v: np.ndarray) -> "BilinearLayer":
+    def without_bias(cls, w: np.ndarray, v: np.ndarray) -> BilinearLayer:
         w, v = np.asarray(w, dtype=np.float64), np.asarray(v, dtype=np.float64)
         return cls(w, v, np.zeros(w.shape[1]), np.zeros(v.shape[1]))
 

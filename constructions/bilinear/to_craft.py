@@ -8,17 +8,16 @@ taken directly over its input basis (``one`` included) and stays valid under fol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
+from constructions.bilinear.gates import exact_boolean
+from constructions.bilinear.layer import BilinearLayer, interaction_tensor, symmetrise
 from craft.bases import BasisDirection, VectorSpaceWithBasis, direct_sum, join_vector_spaces
 from craft.blocks import MLP
 from craft.maps import LinearMap
-
-from constructions.bilinear.layer import BilinearLayer, interaction_tensor, symmetrise
-from constructions.bilinear.gates import exact_boolean
 
 
 def bilinear_mlp(layer: BilinearLayer, input_directions: Sequence[BasisDirection],
@@ -83,7 +82,7 @@ class LabelledInteraction:
     input_basis: tuple[BasisDirection, ...]
     tensor: np.ndarray
 
-    def symmetric(self) -> "LabelledInteraction":
+    def symmetric(self) -> LabelledInteraction:
         return LabelledInteraction(self.output_basis, self.input_basis, symmetrise(self.tensor))
 
     def matrix(self, output: BasisDirection) -> np.ndarray:

@@ -8,8 +8,8 @@ the token and output labels so they can be read without index bookkeeping.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -120,7 +120,7 @@ class LabelledTable:
         rows, cols = np.nonzero(self.values > threshold)
         return {(self.row_labels[r], self.col_labels[c]) for r, c in zip(rows, cols)}
 
-    def sub(self, rows: Sequence[Hashable], cols: Sequence[Hashable]) -> "LabelledTable":
+    def sub(self, rows: Sequence[Hashable], cols: Sequence[Hashable]) -> LabelledTable:
         """The table restricted to some row and column labels."""
         r = [self.row_labels.index(x) for x in rows]
         c = [self.col_labels.index(x) for x in cols]

@@ -9,8 +9,8 @@ with ``params`` and ``config`` works: a compiled or loaded model, or one built b
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Hashable
 
 import numpy as np
 

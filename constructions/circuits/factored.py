@@ -38,16 +38,16 @@ class FactoredMatrix:
         return self.left @ self.right
 
     @property
-    def T(self) -> "FactoredMatrix":  # noqa: N802 - matrix transpose, as in numpy
+    def T(self) -> FactoredMatrix:  # the transpose, named as numpy names it
         return FactoredMatrix(self.right.T, self.left.T)
 
-    def __matmul__(self, other: "FactoredMatrix | np.ndarray") -> "FactoredMatrix":
+    def __matmul__(self, other: FactoredMatrix | np.ndarray) -> FactoredMatrix:
         """Right product; the factor width does not grow."""
         if isinstance(other, FactoredMatrix):
             return FactoredMatrix(self.left, (self.right @ other.left) @ other.right)
         return FactoredMatrix(self.left, self.right @ np.asarray(other, dtype=np.float64))
 
-    def __rmatmul__(self, other: np.ndarray) -> "FactoredMatrix":
+    def __rmatmul__(self, other: np.ndarray) -> FactoredMatrix:
         return FactoredMatrix(np.asarray(other, dtype=np.float64) @ self.left, self.right)
 
     def singular_values(self) -> np.ndarray:

@@ -25,7 +25,7 @@ def path_name(model: AttentionOnlyModel, path: Path) -> str:
     """``"direct"``, a head name, or head names joined by ``">"`` (earliest first)."""
     if not path:
         return "direct"
-    return ">".join(model.layers[l][h].name for l, h in path)
+    return ">".join(model.layers[layer][h].name for layer, h in path)
 
 
 def all_paths(model: AttentionOnlyModel, up_to_layer: int | None = None) -> tuple[Path, ...]:
@@ -34,7 +34,7 @@ def all_paths(model: AttentionOnlyModel, up_to_layer: int | None = None) -> tupl
     paths: list[Path] = [()]
     for layers in itertools.chain.from_iterable(itertools.combinations(range(n_layers), k)
                                                 for k in range(1, n_layers + 1)):
-        for heads in itertools.product(*(range(len(model.layers[l])) for l in layers)):
+        for heads in itertools.product(*(range(len(model.layers[layer])) for layer in layers)):
             paths.append(tuple(zip(layers, heads)))
     return tuple(paths)
 

@@ -8,14 +8,13 @@ are kept when a head has them; otherwise the full matrix sits on one side.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from constructions.circuits.attention_only import HeadWeights
 from craft.bases import VectorSpaceWithBasis
 from craft.blocks import AttentionHead, MultiAttentionHead, SeriesWithResiduals, heads_of
-
-from constructions.circuits.attention_only import HeadWeights
 
 
 def _embed_rows(matrix: np.ndarray, space: VectorSpaceWithBasis,

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 
 from constructions.facts.capacity_training import CapacityResult, LayerShape, TrainConfig, train_on_database
-from constructions.facts.metrics import TAUS
 from constructions.facts.database import random_database
+from constructions.facts.metrics import TAUS
 
 # (n_subjects, n_predicates, n_objects, rho) -> layers trained on it.
 GRID: tuple[tuple[tuple[int, int, int, float], tuple[tuple[int, int, int, int], ...]], ...] = (

@@ -86,7 +86,7 @@ class TokenCircuits:
     w_vo: np.ndarray
 
     @classmethod
-    def from_layer(cls, layer: AttentionLayer) -> "TokenCircuits":
+    def from_layer(cls, layer: AttentionLayer) -> TokenCircuits:
         e = layer.w_e
         qk = np.stack([e @ layer.w_q[h] @ layer.w_k[h].T @ e.T for h in range(layer.n_heads)])
         vo = np.stack([e @ layer.w_v[h] @ layer.w_o[h] @ layer.w_u

@@ -8,7 +8,7 @@ on the training facts only, at the last position, with softmax over the whole vo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -16,10 +16,10 @@ import numpy as np
 import optax
 
 from constructions.facts.attention_layer import AttentionLayer, TokenCircuits
-from constructions.facts.db_rank import slice_bound
-from constructions.facts.metrics import RecallScores, recall_scores
 from constructions.facts.database import Database
+from constructions.facts.db_rank import slice_bound
 from constructions.facts.layer_tensor import layer_capacity, layer_tensors
+from constructions.facts.metrics import RecallScores, recall_scores
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def _train(params: dict[str, jax.Array], prompts: jax.Array, targets: jax.Array,
     return params, losses[-1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _adam(learning_rate: float, b1: float, b2: float) -> optax.GradientTransformation:
     """One optimiser object per setting, so same-shaped runs reuse the compiled step."""
     return optax.adam(learning_rate, b1=b1, b2=b2)

@@ -8,9 +8,9 @@ with axes ordered as ``subjects``, ``predicates`` and ``objects``.
 from __future__ import annotations
 
 import csv
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class Database:
         subjects: Sequence[Token] | None = None,
         predicates: Sequence[Token] | None = None,
         objects: Sequence[Token] | None = None,
-    ) -> "Database":
+    ) -> Database:
         """Build from triples; axes default to the tokens seen, in first-appearance order."""
         facts = _unique(tuple(t) for t in triples)
         for fact in facts:
@@ -67,7 +67,7 @@ class Database:
         )
 
     @classmethod
-    def from_csv(cls, path: str | Path, header: bool | None = None) -> "Database":
+    def from_csv(cls, path: str | Path, header: bool | None = None) -> Database:
         """Read one ``subject,predicate,object`` triple per row.
 
         ``header=None`` skips a first row equal to ``subject,predicate,object``.

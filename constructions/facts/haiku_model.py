@@ -6,14 +6,13 @@ is the ``fact_out`` logit block, one logit per database token, in ``db.tokens`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
 
 import numpy as np
 
-from craft.bases import VectorSpaceWithBasis, join_vector_spaces
-
 from constructions.facts.model import BOS_DIRECTION, FactModel
+from craft.bases import VectorSpaceWithBasis, join_vector_spaces
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from craft.numerics import softmax
-
 from constructions.facts.attention_layer import AttentionLayer, TokenCircuits
 from constructions.facts.db_rank import RankOneTerms
+from craft.numerics import softmax
 
 
 @dataclass(frozen=True)

@@ -15,17 +15,16 @@ activation MLP from ``tokens`` to ``fact_out``), as they depend on ``q`` alone.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Hashable
 
 import numpy as np
 
+from constructions.facts.attention_layer import TokenCircuits
+from constructions.facts.database import Database
 from craft.bases import TOKENS_NAME, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import MLP, AttentionHead, MultiAttentionHead, SeriesWithResiduals
 from craft.maps import BilinearMap, LinearMap
-
-from constructions.facts.attention_layer import TokenCircuits
-from constructions.facts.database import Database
 
 BOS_DIRECTION = bos_direction()
 OUTPUT_NAME = "fact_out"

@@ -14,7 +14,7 @@ spaces so the result composes with compiled RASP blocks:
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 

@@ -11,9 +11,9 @@ can share the physical space; the price is interference, summarised by :meth:`co
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Hashable, Sequence
 
 import numpy as np
 

@@ -12,9 +12,9 @@ with all inputs on has preactivation exactly 1 on its unshared neurons and one i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from support import compare_with_evaluator, outputs_match, random_inputs
 
 from compiler import CausalSemanticsWarning, UnsupportedProgramError, compile_rasp
 from compiler.examples import EXAMPLES
-from support import compare_with_evaluator, outputs_match, random_inputs
 from rasp import rasp
 
 SETTINGS = ((6, 8), (10, 32))  # (vocabulary size, max_seq_len)

@@ -46,7 +46,7 @@ def _programs() -> dict[str, rasp.SOp]:
     doubled = rasp.numerical(rasp.Map(lambda p: 2 * p, previous)).named("doubled")
     mean = rasp.numerical(rasp.Aggregate(prefix, _value(), default=0)).named("mean")
     mean_or_none = rasp.numerical(rasp.Aggregate(smaller, _value(), default=None)).named("mean_or_none")
-    doubled_unless_2 = lambda m: None if m == 2 else 2 * m  # noqa: E731 - None on some values
+    doubled_unless_2 = lambda m: None if m == 2 else 2 * m
     tenth = rasp.numerical(rasp.Map(lambda t: 0.1 if t == 1 else 0, rasp.tokens)).named("tenth")
     share = rasp.numerical(rasp.Aggregate(prefix, tenth, default=0)).named("share")  # 0.05 twice
     return {

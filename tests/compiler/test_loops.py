@@ -16,8 +16,8 @@ import pytest
 from support import compare_with_evaluator, random_inputs
 
 from compiler import compile_rasp, load_model, save_model
-from compiler.errors import UnsupportedProgramError, ValueInferenceError
 from compiler.compiling_loops import LOOP
+from compiler.errors import UnsupportedProgramError, ValueInferenceError
 from compiler.model.tying import untied
 from compiler.passes.loops import MAX_VALUE_ROUNDS
 from rasp import lib, rasp

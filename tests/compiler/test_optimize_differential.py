@@ -9,13 +9,13 @@ numerical outputs within 1e-3.
 from __future__ import annotations
 
 import pytest
+from support import outputs_match, random_inputs
 
 from compiler import CompilerError, compile_rasp
 from compiler.examples import EXAMPLES
+from compiler.fuzzing import program_spec, random_programs
 from compiler.fuzzing.differential import run_model
 from compiler.passes.optimize import PASSES, applied
-from support import outputs_match, random_inputs
-from compiler.fuzzing import program_spec, random_programs
 from rasp import rasp
 
 SIZE, MAX_SEQ_LEN, INPUTS = 6, 8, 200

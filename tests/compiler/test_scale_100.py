@@ -12,8 +12,8 @@ import pytest
 from support import outputs_match, random_inputs
 
 from compiler import compile_rasp
-from compiler.examples import EXAMPLES
 from compiler.errors import ValueInferenceError
+from compiler.examples import EXAMPLES
 from compiler.passes import graph as g
 from compiler.passes import nodes, values
 from compiler.passes.validate import validate

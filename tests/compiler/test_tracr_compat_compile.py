@@ -4,12 +4,11 @@ Only the import line differs from a Tracr program (``from tracr.rasp import rasp
 program is compiled (where Tracr compiles it) and checked against the evaluator on random inputs.
 """
 
-from typing import List
 
 import pytest
+from support import outputs_match, random_inputs
 
 from compiler import UnsupportedProgramError, compile_rasp
-from support import outputs_match, random_inputs
 from rasp import rasp
 
 TRACR_PUBLIC_NAMES = (
@@ -53,9 +52,9 @@ def shift_by(offset: int, sop: rasp.SOp) -> rasp.SOp:
     return rasp.Aggregate(select_off_by_offset, sop, default=None).named(f"shift_by({offset})")
 
 
-def detect_pattern(sop: rasp.SOp, pattern: List[rasp.Value]) -> rasp.SOp:
+def detect_pattern(sop: rasp.SOp, pattern: list[rasp.Value]) -> rasp.SOp:
     """Annotated with rasp.Value, as Tracr's library does."""
-    operands: List[rasp.SOp] = []
+    operands: list[rasp.SOp] = []
     for i, element in enumerate(pattern):
         matches = rasp.Map(lambda x, e=element: x == e, sop).named(f"pattern_{i}")
         shift = len(pattern) - i - 1

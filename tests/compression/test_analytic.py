@@ -4,12 +4,11 @@ That the bound holds sub-layer by sub-layer is tests/compression/test_bound.py."
 
 import dataclasses
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from compression.analytic.codes import code_overlap, exclusive_code, smallest_code
 from compression.analytic.bound import interference_bound
+from compression.analytic.codes import code_overlap, exclusive_code, smallest_code
 from compression.analytic.packing import min_width, packed_projection, packed_width, random_projection
 from compression.analytic.structure import residual_structure
 from compression.exactness import analytic_projection, exactness_check, never_on

@@ -12,8 +12,8 @@ sides are float64 renderings of the same float32 numbers, so 1e-12 absorbs the f
 """
 
 import pytest
-
 from bound_check import assert_within, task_of
+
 from compression.analytic import packed_projection, packed_width, random_projection, residual_structure
 from compression.analytic.bound import interference_bound, walk
 from compression.exactness import exactness_check

@@ -11,14 +11,14 @@ read ``2 - 2 - 1 < 0`` and never fired.
 
 import numpy as np
 import pytest
-
 from bound_check import assert_within
 from support import ZOO_PROGRAM_34
+
 from compiler import compile_rasp
+from compiler.lab.zoo.sampling import rebuild
 from compression.analytic.bound import interference_bound
 from compression.analytic.packing import COPY_OVERLAP, group_needs, min_width, packed_projection, packed_width
 from compression.analytic.structure import residual_structure
-from compiler.lab.zoo.sampling import rebuild
 from compression.claims import claim_check
 from compression.learned.sampling import enumerate_inputs
 from compression.task import CompressionTask, frozen_from_compiled, input_space_of
@@ -217,8 +217,9 @@ def test_float_noise_leaking_into_a_number_is_refused():
     structure = residual_structure(task.compiled)
     w = packed_projection(structure, packed_width(structure))
     assert not interference_bound(structure, w).claims_exact
-    from compression.learned.sampling import sample_inputs
     import jax
+
+    from compression.learned.sampling import sample_inputs
 
     ids = np.asarray(sample_inputs(jax.random.key(0), task.space, 400))
     assert_within(task, structure, w, ids)

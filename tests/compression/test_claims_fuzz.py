@@ -17,11 +17,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `benchmarks` is not an installed package
 
-from benchmarks import claims  # noqa: E402
-from compiler import compile_rasp  # noqa: E402
-from compiler.fuzzing import driver  # noqa: E402
-from compiler.fuzzing.program_spec import build  # noqa: E402
-from compression.analytic import min_width, packed_width, residual_structure  # noqa: E402
+from benchmarks import claims
+from compiler import compile_rasp
+from compiler.fuzzing import driver
+from compiler.fuzzing.program_spec import build
+from compression.analytic import min_width, packed_width, residual_structure
 
 SMALL = (driver.SETTINGS[0], driver.SETTINGS[1], driver.SETTINGS[3])  # 120, 363 and 84 inputs
 OPTIONS = claims.ClaimsOptions(programs=6, seed=0, configs=1, settings=SMALL)

@@ -1,15 +1,21 @@
 """Input spaces, enumeration and in-JAX sampling; projection init; the LR schedule."""
 
+import compression_fake as fake
 import jax
 import numpy as np
 import pytest
 
-import compression_fake as fake
 from compression.learned.config import OptimizerConfig, SamplingConfig
 from compression.learned.optim import learning_rate_schedule
 from compression.learned.projection import gram, init_projection
 from compression.learned.sampling import (
-    InputSpace, draw_batch, enumerate_inputs, input_lengths, sample_inputs, training_pool, use_enumeration,
+    InputSpace,
+    draw_batch,
+    enumerate_inputs,
+    input_lengths,
+    sample_inputs,
+    training_pool,
+    use_enumeration,
 )
 
 

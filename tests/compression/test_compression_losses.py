@@ -2,15 +2,23 @@
 
 import math
 
+import compression_fake as fake
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import compression_fake as fake
 from compression.learned.config import LossConfig
 from compression.learned.losses import (
-    attention_loss, compression_loss, hidden_loss, layer_loss, output_balance, layer_vectors, output_loss, position_mask,
-    threshold_loss, written_margin,
+    attention_loss,
+    compression_loss,
+    hidden_loss,
+    layer_loss,
+    layer_vectors,
+    output_balance,
+    output_loss,
+    position_mask,
+    threshold_loss,
+    written_margin,
 )
 
 IDS = jnp.asarray([[4, 0, 1, 5]])  # BOS, two tokens, PAD

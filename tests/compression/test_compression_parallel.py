@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import compression_fake as fake
 import numpy as np
 
-import compression_fake as fake
 from compression.learned.config import OptimizerConfig, TrainConfig
 from compression.learned.train import Compressor
 

@@ -3,12 +3,12 @@
 import dataclasses
 import json
 
+import compression_fake as fake
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import compression_fake as fake
 from compression.learned import checkpoint
 from compression.learned.config import OptimizerConfig, TrainConfig
 from compression.learned.losses import compression_loss

@@ -11,7 +11,14 @@ from compression.experiments.sweep import program_task
 from compression.learned.config import GDRecipe, LossConfig, OptimizerConfig, TrainConfig
 from compression.learned.projection import gram
 from compression.width_search import (
-    gd_fade_run, gd_shrink_scan, gd_start, gd_width_scan, scan_down, scan_from, smallest_exact, truncated_projection,
+    gd_fade_run,
+    gd_shrink_scan,
+    gd_start,
+    gd_width_scan,
+    scan_down,
+    scan_from,
+    smallest_exact,
+    truncated_projection,
 )
 
 

@@ -6,6 +6,7 @@ import operator
 
 import numpy as np
 import pytest
+from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.chamber.categorical_attn import (
@@ -15,7 +16,6 @@ from craft.chamber.categorical_attn import (
     predicate_table,
     selector_qk,
 )
-from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 TOL = 1e-6
 

@@ -3,6 +3,7 @@ write nothing at BOS, and write nothing for None inputs."""
 
 import numpy as np
 import pytest
+from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.chamber.categorical_mlp import (
@@ -16,7 +17,6 @@ from craft.chamber.numerical_mlp import (
     map_numerical_mlp,
     map_numerical_to_categorical_mlp,
 )
-from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 TOL = 1e-9
 X = BasisDirection("x")

@@ -3,12 +3,12 @@ float64 and with float32 weights/activations, categorical and numerical, BOS-zer
 
 import numpy as np
 import pytest
+from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 from craft.blocks import SeriesWithResiduals
 from craft.chamber.categorical_attn import selector_qk
 from craft.chamber.selector_width import scratch_direction, selector_width
-from support import BOS_SPACE, ONE_SPACE, decode_categorical, stream
 
 
 def _setup(n, pred, categorical, causal=False):

@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 import pytest
+from support import REPO
 
 from craft.numerics import gram, softmax
-from support import REPO
 
 
 def test_rows_sum_to_one_and_follow_the_logits():

@@ -6,10 +6,9 @@ evaluator with the real JAX model (`assert_exact`), or checks the documented ref
 
 import pytest
 
-from rasp import lib, rasp  # noqa: F401 - the pasted programs use both
-
 from compiler import UnsupportedProgramError, compile_rasp, validate
 from compiler.fuzzing.differential import assert_exact
+from rasp import lib, rasp
 
 
 def _dense_float_means() -> rasp.SOp:

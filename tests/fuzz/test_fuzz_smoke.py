@@ -2,12 +2,10 @@
 
 import collections
 
-from compiler.fuzzing import function_menu, program_spec, random_programs
-from rasp import lib, rasp
-
-from compiler.fuzzing import checkpoint, driver
+from compiler.fuzzing import checkpoint, driver, function_menu, program_spec, random_programs
 from compiler.fuzzing.differential import FAILURES
 from compiler.fuzzing.shrink import Case, shrink
+from rasp import lib, rasp
 
 
 def test_fifty_seeded_programs_are_exact_or_refused(tmp_path):

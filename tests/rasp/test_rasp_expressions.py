@@ -220,5 +220,5 @@ def test_without_none_check_unwraps_comparisons_only():
 
     raw_lt = without_none_check(rasp.Comparison.LT)
     assert raw_lt is not rasp.Comparison.LT and raw_lt(1, 2) and not raw_lt(2, 1)
-    custom = lambda key, query: key == query  # noqa: E731
+    custom = lambda key, query: key == query
     assert without_none_check(custom) is custom

@@ -271,7 +271,7 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
             if not spec.heads:
                 continue
             heads = [head_weights(model, index, h) for h in range(len(spec.heads))]
-            for h, weights in enumerate(heads):
+            for h in range(len(heads)):
                 name = head_name(block, h)
                 for port in PORTS:
                     ports.append(Port(name, port, f"blocks.{block}.hook_{port}_input", h, f"A{block}.{h}.{port.upper()}"))

@@ -32,6 +32,7 @@ from compiler.lab.circuits.ablation import ABLATIONS, check_ablation, resample_o
 from compiler.lab.circuits.components import Network
 from compiler.lab.circuits.patching import CHUNK, SWEEP_SHARPNESS, Prepared, Sweep, edge_keeps, prepare, sweep
 
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class PatchingSetup:
     """A network, its sampled inputs, the ablation's reference values and the clean outputs.

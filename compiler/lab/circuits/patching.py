@@ -196,16 +196,16 @@ def layout(net: Network) -> Layout:
     32) each round up to a power of two (blocks at least 2), positions to `bucket` (at least 6).
     """
     blocks = _blocks(net)
-    attention = [l for l in net.layers if isinstance(l, AttentionLayer)]
-    mlps = [l for l in net.layers if isinstance(l, MLPLayer)]
-    activations = tuple(sorted({l.activation for l in mlps})) or ("relu",)
-    halves = [l.w_in.shape[1] // 2 if l.activation == "bilinear" else l.w_in.shape[1] for l in mlps]
-    narrow = _power(max([max(l.w_q.shape[2], l.w_v.shape[2]) for l in attention]
+    attention = [layer for layer in net.layers if isinstance(layer, AttentionLayer)]
+    mlps = [layer for layer in net.layers if isinstance(layer, MLPLayer)]
+    activations = tuple(sorted({layer.activation for layer in mlps})) or ("relu",)
+    halves = [layer.w_in.shape[1] // 2 if layer.activation == "bilinear" else layer.w_in.shape[1] for layer in mlps]
+    narrow = _power(max([max(layer.w_q.shape[2], layer.w_v.shape[2]) for layer in attention]
                         + [net.tok_embed.shape[0], _columns(net).shape[1], 16]))
     wide = _power(max(halves + [net.width, 32]))
     shape = Shape(
         blocks=_power(max(len(blocks), 2)),
-        heads=_power(max([len(l.w_q) for l in attention] or [1])),
+        heads=_power(max([len(layer.w_q) for layer in attention] or [1])),
         head_width=narrow,
         hidden=2 * wide if "bilinear" in activations else wide,
         width=wide,

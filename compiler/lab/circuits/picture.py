@@ -14,11 +14,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
 
-from compiler.io.atomic import atomic_write  # noqa: E402
-from compiler.lab.circuits.record import CircuitRecord  # noqa: E402
+from compiler.io.atomic import atomic_write
+from compiler.lab.circuits.record import CircuitRecord
 
 PORT_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22, "in": 0.0}
 BOX_W, BOX_H = 0.9, 0.7

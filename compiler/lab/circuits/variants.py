@@ -87,7 +87,7 @@ def parse(name: str) -> tuple[str, ...]:
     """`"d+b+e"` -> `("d", "b", "e")`, checked; a width fraction (`"c@0.6"`) is dropped here
     (`squeeze` reads it)."""
     letters = tuple(part.strip().split("@")[0] for part in name.split("+"))
-    unknown = [l for l in letters if l not in LETTERS]
+    unknown = [letter for letter in letters if letter not in LETTERS]
     if unknown or not letters:
         raise ValueError(f"unknown variant {name!r}; use letters {sorted(LETTERS)} joined by '+' (e.g. 'b+e')")
     if "b" in letters and "c" in letters:
@@ -216,8 +216,8 @@ def gd_projection(model: CompiledModel, program: rasp.SOp, start: np.ndarray, st
     started from `start` rotated randomly and perturbed (noise of NOISE times its mean column
     norm), stopped at the first exact check or after `steps`; returns it, a note and its
     sequence accuracy against RASP."""
-    from compression.learned.config import GDRecipe
     from compression.exactness import exactness_check
+    from compression.learned.config import GDRecipe
     from compression.width_search import gd_run
 
     rng = np.random.default_rng(seed)

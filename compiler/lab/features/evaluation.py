@@ -11,7 +11,8 @@ positions where RASP's value is None included.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm

@@ -28,7 +28,8 @@ have a latent that is matched and causally used downstream.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment

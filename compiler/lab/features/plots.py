@@ -4,14 +4,14 @@ the SAEs' training-loss curves."""
 from __future__ import annotations
 
 import pathlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from compiler.io.atomic import atomic_write  # noqa: E402
+from compiler.io.atomic import atomic_write
 
 
 def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Sequence[dict], title: str) -> pathlib.Path:

@@ -36,8 +36,8 @@ from scipy.sparse.csgraph import connected_components
 
 from compiler import CompiledModel
 from compiler.model.config import MODULE_NAME, AttentionSpec, LayerSpec, ModelConfig, SparseLinear
-from compiler.model.tying import untied
 from compiler.model.transformer import PRECISION, CompiledTransformer, _ParamGroup, apply_linear, placed
+from compiler.model.tying import untied
 from craft.blocks import activate
 
 SiteKind = Literal["resid", "mlp"]

@@ -17,8 +17,7 @@ import numpy as np
 from compiler import CompiledModel
 from compiler.lab.features.dictionary import TrueDictionary, real_positions
 from compiler.lab.features.evaluation import OutputAccuracy, References, accuracy_of
-from compiler.lab.features.metrics import (MATCH_COSINE, GroundTruth, SparseCoder, abs_cosines, ground_truth,
-                                             hungarian)
+from compiler.lab.features.metrics import MATCH_COSINE, GroundTruth, SparseCoder, abs_cosines, ground_truth, hungarian
 from compiler.lab.features.sites import Site, SiteRunner
 
 

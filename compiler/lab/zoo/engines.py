@@ -208,7 +208,7 @@ def ray_results(config: ZooConfig, indices: Iterable[int], address: str | None, 
         ref = refs.pop(index)
         try:
             rows = ray.get(ref, timeout=config.timeout_s + GRACE_S)
-        except Exception as error:  # noqa: BLE001 - every Ray failure is recorded, the run goes on
+        except Exception as error:
             if isinstance(error, ray.exceptions.GetTimeoutError):
                 ray.cancel(ref, force=True)
             rows = _ray_failure(config, index, error)

@@ -216,7 +216,7 @@ def _records(config: ZooConfig, found: ProgramDraw) -> list[dict[str, Any]]:
     try:
         program = rebuild(found.source)
         inputs, outputs = ground_truth(program, found, config)
-    except Exception as error:  # noqa: BLE001 - a generator bug: recorded, the run goes on
+    except Exception as error:
         return [dict(row, error=_describe(error)) for row in rows.values()]
     if not inputs:
         return [dict(row, status=UNTESTED, error="the RASP evaluator rejects every sampled input") for row in rows.values()]
@@ -237,7 +237,7 @@ def _records(config: ZooConfig, found: ProgramDraw) -> list[dict[str, Any]]:
                 _model_row(row, result, program, inputs, outputs, config.measure_circuits)
             except MemoryError as error:
                 row.update(status=MEMORY, error=_describe(error))
-            except Exception as error:  # noqa: BLE001 - recorded per variant
+            except Exception as error:
                 row.update(status=ERROR, error=_describe(error))
     return [rows[v] for v in config.variants]
 

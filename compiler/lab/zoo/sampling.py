@@ -60,7 +60,7 @@ def rebuild(source: str) -> rasp.SOp:
     """
     rasp.reset_label_counter()
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<zoo program>", "exec"), namespace)  # noqa: S102 - text this module printed
+    exec(compile(source, "<zoo program>", "exec"), namespace)
     program = namespace.get("program")
     if not isinstance(program, rasp.SOp):
         raise ValueError("the source does not bind an s-op named `program`")

@@ -145,7 +145,7 @@ def compile_variants(
                 tied = compile_rasp(program, vocab, max_seq_len, causal=causal, optimize=optimize)
                 loops[optimize] = None if tied.config.tied is None else loop_info(tied.config.tied)
                 compiled[optimize] = untied(tied)
-            except Exception as error:  # noqa: BLE001 - returned to the caller, recorded per variant
+            except Exception as error:
                 compiled[optimize] = error
         result = compiled[optimize]
         if isinstance(result, BaseException):
@@ -167,7 +167,7 @@ def compile_variants(
             else:
                 base = model(variant == "optimised")
                 out[variant] = VariantModel(variant, base, zoo_weights.dense_tensors(base))
-        except Exception as error:  # noqa: BLE001 - recorded per variant
+        except Exception as error:
             out[variant] = error
         else:
             loop = loops[variant != "unoptimised"]

@@ -55,7 +55,7 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
             return frozenset(values | {expr.default}) - {None}
         try:
             return (frozenset(fn(*args) for args in arguments) | {expr.default}) - {None}
-        except Exception:  # noqa: BLE001 - a function failing here keeps the inferred set
+        except Exception:
             return None
     else:
         return None
@@ -63,7 +63,7 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
         return None
     try:
         return frozenset(fn(*args) for args in arguments) - {None}
-    except Exception:  # noqa: BLE001 - a function failing here keeps the inferred set
+    except Exception:
         return None
 
 

@@ -242,11 +242,11 @@ def test_multi_output_decoding_equals_jax(multi_model) -> None:
 
 
 @needs_tl
-def test_patching_table_drops_the_padded_head(reverse_4_model, reverse_tl) -> None:
+def test_patching_table_drops_the_padded_head(reverse_tl) -> None:
     import torch
     from transformer_lens import patching
 
-    model, tl_model, info = reverse_4_model, reverse_tl, reverse_tl.export_info
+    tl_model, info = reverse_tl, reverse_tl.export_info
     clean = torch.tensor(info.encode_batch([["BOS", "a", "b", "c", "d"]]))
     corrupt = torch.tensor(info.encode_batch([["BOS", "d", "c", "b", "a"]]))
     _, clean_cache = tl_model.run_with_cache(clean)
@@ -307,6 +307,7 @@ def test_encode_with_mask_is_refused_where_the_mask_would_be_ignored(reverse_4_m
 @needs_tl
 def test_compressed_padded_batch_with_attention_mask_equals_jax(sort_unique_model) -> None:
     import torch
+
     from compression.analytic import random_projection as protected_random_projection
 
     model = sort_unique_model  # sorting reads every key: unmasked PAD keys change its outputs

@@ -21,11 +21,11 @@ from support import example_model
 
 from compiler import ModelFileError, compile_rasp
 from compiler.examples import EXAMPLES
-from compiler.model.encoders import InputEncoder
 from compiler.io.files import FORMAT_VERSION, REUSE_FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
-from compiler.model.config import MODULE_NAME
-from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from compiler.io.serialize import canonical_json, decode_value, encode_value
+from compiler.model.config import MODULE_NAME
+from compiler.model.encoders import InputEncoder
+from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from rasp import lib, rasp
 
 

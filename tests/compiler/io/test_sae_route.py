@@ -21,9 +21,12 @@ sae_lens = pytest.importorskip(
     "sae_lens", reason="SAELens is not installed: it needs transformer-lens < 4, so it has its own venv (the sae extra)"
 )
 
-from compiler.io.export import ExportRouteWarning, to_transformer_lens  # noqa: E402
-from compression.analytic import packed_projection, packed_width  # noqa: E402
-from compression.analytic import residual_structure  # noqa: E402
+from compiler.io.export import ExportRouteWarning, to_transformer_lens
+from compression.analytic import (
+    packed_projection,
+    packed_width,
+    residual_structure,
+)
 
 ATOL = 1e-5
 

@@ -52,8 +52,7 @@ def shards(tmp_path_factory):
 def test_adapter_trains_a_tiny_sae_on_the_shards_and_metrics_match_sae_lens(shards):
     require_sae_lens()
     import torch
-    from sae_lens.synthetic.evals import (ClassificationMetricsCalculator, feature_uniqueness,
-                                          mean_correlation_coefficient)
+    from sae_lens.synthetic.evals import ClassificationMetricsCalculator, feature_uniqueness, mean_correlation_coefficient
 
     from compiler.lab.features.sae import TorchCoder, train_sae
 

@@ -13,13 +13,13 @@ import time
 
 import numpy as np
 import pytest
-
 from support import ZOO_PROGRAM_34 as PROGRAM_34
 
 pq = pytest.importorskip("pyarrow.parquet", reason="the zoo extra (pyarrow) is not installed")
 
 from compiler.fuzzing.differential import same_value
-from compiler.lab.zoo import engines, weights as zoo_weights
+from compiler.lab.zoo import engines
+from compiler.lab.zoo import weights as zoo_weights
 from compiler.lab.zoo.audit import audit_folder, audit_record
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.generate import generate_zoo
@@ -297,7 +297,8 @@ def test_a_compressed_claim_comes_with_its_check_and_is_audited(monkeypatch):
 def test_a_claim_the_check_refutes_is_never_ok(monkeypatch):
     """A compressed record whose bound claims exactness while its check finds a wrong input gets
     the status `wrong_claim`, no weights, and the check in its `compression` column."""
-    from compiler.lab.zoo import records as zoo_records, variants as zoo_variants
+    from compiler.lab.zoo import records as zoo_records
+    from compiler.lab.zoo import variants as zoo_variants
     from compiler.lab.zoo.sampling import ProgramDraw
     from compression.claims import Check, Claim
 

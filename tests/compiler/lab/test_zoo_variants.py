@@ -75,7 +75,7 @@ def test_measured_circuits_of_exact_records():
     """With `measure_circuits` the exact variant is checked too: its structural circuit is
     sufficient on its own weights under every ablation and contains the measured one."""
     config = ZooConfig(**{**CONFIG.__dict__, "programs": 4, "measure_circuits": True})
-    for optimised, changed in compiled_pairs(config):
+    for optimised, _ in compiled_pairs(config):
         check = json.loads(optimised["circuit_check"])
         for ablation, found in check["ablations"].items():
             assert found["circuit_sufficient"] and not found["measured_outside_circuit"], ablation

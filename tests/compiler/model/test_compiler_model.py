@@ -7,10 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support import random_inputs
 
 from compiler import compile_rasp, compile_rasp_to_model
 from compiler.model.transformer import CompiledTransformer, build
-from support import random_inputs
 from rasp import lib, rasp
 
 

@@ -10,6 +10,7 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support import REPO, random_inputs
 
 from compiler import compile_rasp, load_model, save_model
 from compiler.examples import EXAMPLES
@@ -19,7 +20,6 @@ from compiler.model.forms import check_forms, choose_forms, forced_forms, one_va
 from compiler.model.transformer import _prefix_sums, _shared_interval, apply_linear
 from compiler.model.weights import module_params
 from craft.maps import dyadic_prefix_factors
-from support import REPO, random_inputs
 
 # Programs whose every form runs in the default test run; the rest are marked slow.
 QUICK = ("sort",)

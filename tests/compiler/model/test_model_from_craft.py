@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.from_craft import embeddings_from_vectors, model_from_craft
 from compiler.passes.layout import CraftModel
-from compiler.model.config import AttentionSpec, MLPSpec
 from craft.bases import ONE, TOKENS_NAME, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction, join_vector_spaces
 from craft.blocks import SeriesWithResiduals
 from craft.chamber.categorical_attn import attention_head, numerical_value_map, selector_qk

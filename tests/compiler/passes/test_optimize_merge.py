@@ -77,7 +77,7 @@ def test_equal_selectors_and_aggregates_merge_through_the_tree():
 def test_different_parameters_or_encodings_are_not_merged():
     one, two = _shift(rasp.tokens, 1, "one"), _shift(rasp.tokens, 2, "two")
     assert merge_common(rasp.SequenceMap(lambda a, b: a + b, one, two))[1] == ()
-    f = lambda v: v + 1  # noqa: E731
+    f = lambda v: v + 1
     numeric = rasp.numerical(rasp.Map(f, rasp.tokens)).named("numeric")
     category = rasp.Map(f, rasp.tokens).named("category")
     assert merge_common(rasp.SequenceMap(lambda a, b: a + b, numeric, category))[1] == ()

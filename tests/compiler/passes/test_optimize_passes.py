@@ -94,7 +94,7 @@ def test_folded_leaves_compose_the_predicate_and_never_select_none():
 def test_value_map_writes_f_of_each_value_and_nothing_for_none():
     inner = VectorSpaceWithBasis.from_values("tokens", [0, 1, 2])
     out = VectorSpaceWithBasis.from_values("out", ["even", "odd"])
-    fn = lambda x: None if x == 2 else ("even" if x % 2 == 0 else "odd")  # noqa: E731
+    fn = lambda x: None if x == 2 else ("even" if x % 2 == 0 else "odd")
     matrix = value_map(inner, out, fn, numerical=False).matrix
     assert matrix.tolist() == [[1, 0], [0, 1], [0, 0]]
     numerical = value_map(inner, VectorSpaceWithBasis.from_names(["n"]), lambda x: 2 * x, numerical=True)

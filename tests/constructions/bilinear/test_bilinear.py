@@ -3,10 +3,20 @@
 import numpy as np
 import pytest
 
-from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction
-from craft.blocks import MLP
-from craft.maps import LinearMap
-
+from constructions.bilinear.gates import (
+    AND3,
+    MAJORITY3,
+    PARITY3,
+    exact_boolean,
+    exactness_table,
+    max_error,
+    mobius_coefficients,
+    quadratic_form,
+    single_neuron_and,
+    single_neuron_or,
+    single_neuron_xor,
+    top_coefficient,
+)
 from constructions.bilinear.layer import (
     BilinearLayer,
     apply_tensor,
@@ -24,20 +34,9 @@ from constructions.bilinear.to_craft import (
     mlp_interaction,
     square_as_bilinear,
 )
-from constructions.bilinear.gates import (
-    AND3,
-    MAJORITY3,
-    PARITY3,
-    exact_boolean,
-    exactness_table,
-    max_error,
-    mobius_coefficients,
-    quadratic_form,
-    single_neuron_and,
-    single_neuron_or,
-    single_neuron_xor,
-    top_coefficient,
-)
+from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction
+from craft.blocks import MLP
+from craft.maps import LinearMap
 
 
 def random_layer(rng, d_in=5, d_hidden=7):

@@ -5,11 +5,10 @@ import pytest
 
 pytest.importorskip("compiler.passes.assemble")
 
-from compiler.model.from_craft import model_from_craft  # noqa: E402
-from compiler.passes.layout import CraftModel, Embeddings  # noqa: E402
-from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction  # noqa: E402
-
-from constructions.bilinear.to_craft import boolean_gate_mlp  # noqa: E402
+from compiler.model.from_craft import model_from_craft
+from compiler.passes.layout import CraftModel, Embeddings
+from constructions.bilinear.to_craft import boolean_gate_mlp
+from craft.bases import ONE, BasisDirection, VectorInBasis, VectorSpaceWithBasis, bos_direction
 
 X, Y = BasisDirection("x"), BasisDirection("y")
 BOS = bos_direction()

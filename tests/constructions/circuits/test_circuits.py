@@ -31,11 +31,11 @@ VOCAB, D_MODEL, D_QK, D_VO = 11, 16, 3, 2
 def random_model(seed: int, n_layers: int = 2, heads: int = 2, positions: bool = False):
     rng = np.random.default_rng(seed)
     layers = tuple(
-        tuple(HeadWeights(f"L{l}H{h}", rng.normal(size=(D_MODEL, D_QK)) / 2,
+        tuple(HeadWeights(f"L{layer}H{h}", rng.normal(size=(D_MODEL, D_QK)) / 2,
                           rng.normal(size=(D_MODEL, D_QK)) / 2,
                           rng.normal(size=(D_MODEL, D_VO)) / 2, rng.normal(size=(D_VO, D_MODEL)) / 2)
               for h in range(heads))
-        for l in range(n_layers))
+        for layer in range(n_layers))
     return AttentionOnlyModel(
         w_e=rng.normal(size=(VOCAB, D_MODEL)), w_u=rng.normal(size=(D_MODEL, VOCAB)),
         layers=layers, w_pos=rng.normal(size=(8, D_MODEL)) if positions else None,

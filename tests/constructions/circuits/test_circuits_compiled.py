@@ -6,17 +6,16 @@ import pytest
 
 pytest.importorskip("compiler.passes.assemble")
 
-import rasp  # noqa: E402
-from compiler import compile_rasp  # noqa: E402
-from rasp import lib  # noqa: E402
-
-from constructions.circuits.compiled import (  # noqa: E402
+import rasp
+from compiler import compile_rasp
+from constructions.circuits.compiled import (
     as_attention_only,
     compiled_heads,
     compiled_ov_table,
     compiled_qk_table,
 )
-from constructions.circuits.path_expansion import expand_paths  # noqa: E402
+from constructions.circuits.path_expansion import expand_paths
+from rasp import lib
 
 VOCAB = (1, 2, 3, 4)
 
@@ -67,7 +66,7 @@ def test_path_expansion_of_compiled_attention_only_program():
     # The OV circuit copies the token into the shifted s-op's matching value.
     sublayer = next(iter(compiled_heads(model)))
     ov = compiled_ov_table(model, sublayer, 0)
-    label = next(l for l in ov.col_labels if l.endswith(":b") and not l.startswith("tokens"))
+    label = next(name for name in ov.col_labels if name.endswith(":b") and not name.startswith("tokens"))
     assert ov["b", label] == pytest.approx(1.0)
     assert ov["a", label] == pytest.approx(0.0)
 
@@ -95,12 +94,11 @@ def _feature_rows(features, residual):
 def test_sfb_head_feature_table_reproduces_bigrams_in_craft_and_assembled_model():
     from compiler.model.from_craft import model_from_craft
     from compiler.passes.layout import CraftModel, Embeddings
-    from craft.bases import join_vector_spaces
-
     from constructions.circuits.attention_only import bilinear_table
     from constructions.circuits.to_craft import attention_layers
     from constructions.superposition.craft_blocks import sfb_head
     from constructions.superposition.sfb import build_sfb_exact, random_bigrams
+    from craft.bases import join_vector_spaces
 
     features = _orthonormal_features(12)
     bigrams = random_bigrams(12, 9, seed=1)

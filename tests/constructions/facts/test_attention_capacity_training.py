@@ -2,8 +2,8 @@
 
 import pytest
 
-from constructions.facts.capacity_training import LayerShape, TrainConfig, train_on_database
 from constructions.experiments.attention_capacity import main
+from constructions.facts.capacity_training import LayerShape, TrainConfig, train_on_database
 from constructions.facts.database import random_database
 
 

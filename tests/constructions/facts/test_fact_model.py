@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from constructions.facts.metrics import fact_rows, recall_scores
-from craft.numerics import softmax
-from constructions.facts.model import compile_facts
 from constructions.facts.database import Database, random_database
 from constructions.facts.layer_tensor import layer_tensors
+from constructions.facts.metrics import fact_rows, recall_scores
+from constructions.facts.model import compile_facts
+from craft.numerics import softmax
 
 
 def _min_correct_probability(model):

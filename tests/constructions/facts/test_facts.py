@@ -5,8 +5,17 @@ import pytest
 
 from constructions.facts.attention_layer import TokenCircuits, random_layer
 from constructions.facts.cp_als import cp_als, residual_by_rank
+from constructions.facts.database import Database, random_database
 from constructions.facts.db_rank import agrees_on_domain, predicate_witness, slice_bound, slice_witness, subject_witness
 from constructions.facts.examples import single_head_example
+from constructions.facts.layer_tensor import (
+    condition_10,
+    layer_capacity,
+    layer_rank_bound,
+    layer_tensors,
+    layer_witness,
+    parameter_count,
+)
 from constructions.facts.metrics import (
     argmax_accuracy,
     circle_gram,
@@ -16,15 +25,6 @@ from constructions.facts.metrics import (
     tau_accuracy,
 )
 from craft.numerics import softmax
-from constructions.facts.database import Database, random_database
-from constructions.facts.layer_tensor import (
-    condition_10,
-    layer_capacity,
-    layer_rank_bound,
-    layer_tensors,
-    layer_witness,
-    parameter_count,
-)
 
 
 def test_example_database_tensor_and_bound(example_db):

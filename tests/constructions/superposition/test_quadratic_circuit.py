@@ -5,8 +5,7 @@ import pytest
 
 from constructions.superposition.boolean_circuit import build_two_layer_circuit, measure_circuit
 from constructions.superposition.features import random_unit_features
-from constructions.superposition.quadratic import (
-    build_quadratic_uand, measure_quadratic, quadratic_readout, universal_lift)
+from constructions.superposition.quadratic import build_quadratic_uand, measure_quadratic, quadratic_readout, universal_lift
 from constructions.superposition.targeted import random_pair_gates
 
 

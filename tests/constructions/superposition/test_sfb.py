@@ -6,8 +6,14 @@ import pytest
 from constructions.superposition.features import basis_features, random_unit_features
 from constructions.superposition.measure_sfb import count_error, measure_bigrams, measure_cliques
 from constructions.superposition.sfb import (
-    bigram_matrix, build_sfb_cliques, build_sfb_exact, build_sfb_random_projection, build_sfb_svd,
-    disjoint_cliques, random_bigrams)
+    bigram_matrix,
+    build_sfb_cliques,
+    build_sfb_exact,
+    build_sfb_random_projection,
+    build_sfb_svd,
+    disjoint_cliques,
+    random_bigrams,
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,12 @@ import pytest
 from constructions.superposition.features import random_unit_features
 from constructions.superposition.seeding import sample_distinct
 from constructions.superposition.targeted import (
-    build_targeted_uand, gate_inputs, measure_targeted, predicted_sigma_pairs, random_pair_gates)
+    build_targeted_uand,
+    gate_inputs,
+    measure_targeted,
+    predicted_sigma_pairs,
+    random_pair_gates,
+)
 
 FEATURES = 2048
 

@@ -5,10 +5,22 @@ import pytest
 
 from constructions.superposition.features import random_unit_features
 from constructions.superposition.inclusion_exclusion import (
-    build_ie_read, calibrated_coefficients, idealised_read, measure_ie, mobius_coefficients)
+    build_ie_read,
+    calibrated_coefficients,
+    idealised_read,
+    measure_ie,
+    mobius_coefficients,
+)
 from constructions.superposition.measure_uand import (
-    exhaustive_inputs, measure_superposed, measure_uand, measure_xor, misfire_point, random_inputs,
-    uand_readings, xor_readings)
+    exhaustive_inputs,
+    measure_superposed,
+    measure_uand,
+    measure_xor,
+    misfire_point,
+    random_inputs,
+    uand_readings,
+    xor_readings,
+)
 from constructions.superposition.uand import build_uand, paper_p, predicted_mean_errors
 
 P = 0.15
