@@ -11,18 +11,15 @@ structural circuit.
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 
-from compiler.cli.args import UsageError
-from compiler.errors import CompilerError
+from compiler.cli.args import ProgramError, UsageError
 from compiler.examples import CATALOGUE
 
-PROG = "tracr-compile circuit"
+DESCRIPTION = "Measure, verify and draw the circuit of a compiled program."
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Measure, verify and draw the circuit of a compiled program.")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `circuit`."""
     parser.add_argument("program", nargs="?", help="path/to/file.py:name (an s-op or a zero-argument function)")
     parser.add_argument("--example", metavar="NAME", help="a library program, loops included (parity_loop, addition_loop)")
     parser.add_argument("--vocab", help="tokens: a,b,c | JSON list | integer range 0..9 (needed for a program file)")
@@ -37,24 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--unique-tokens", action="store_true", help="inputs without repeated tokens (sort_unique)")
     parser.add_argument("--per-position", action="store_true", help="also measure the per-position circuit")
     parser.add_argument("--out", metavar="PATH", required=True, help="path without suffix for the .json and .png")
-    return parser
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run the sub-command; returns the exit code (2: usage error, 1: the program failed)."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
+def run(args: argparse.Namespace) -> int:
+    """Measure, verify, save and draw; returns the exit code.
+
+    Raises:
+      UsageError: a bad flag value (an unknown ablation or variant, too few inputs, an --out
+        path that cannot be written), found before any work.
+      ProgramError: the circuit cannot be measured on this program (the message says why).
+    """
     try:
         return _run(args)
-    except UsageError as error:
-        print(f"{PROG}: usage error: {error}", file=sys.stderr)
-        return 2
-    except (CompilerError, ValueError) as error:
-        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 1
+    except ValueError as error:  # the lab's refusals (e.g. a variant this program cannot take)
+        raise ProgramError(" ".join(str(error).split())) from None
 
 
 def _program(args: argparse.Namespace):
@@ -90,6 +83,12 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     if args.inputs < 2:
         raise UsageError(f"--inputs must be at least 2, got {args.inputs}")
+    from compiler.io.atomic import check_target
+
+    stems = [args.out] if len(ablations) == 1 else [f"{args.out}_{a}" for a in ablations]
+    for stem in stems:  # refuse a bad destination before measuring
+        for suffix in (".json", ".png"):
+            check_target(f"{stem}{suffix}")
     program, vocab, max_seq_len = _program(args)
     distribution = InputDistribution(args.inputs, args.seed, unique_tokens=args.unique_tokens)
     records = circuit_records(program, vocab, max_seq_len, variant=args.variant, ablations=ablations,

@@ -1,44 +1,33 @@
-"""`tracr-compile`: compile a RASP program, run it, save it, picture it (see docs/cli.md).
+"""`tracr-compile`: one command with sub-commands, one parser and one error wrapper (docs/cli.md).
 
-`tracr-compile zoo OUT ...` generates a model zoo instead (`compiler.cli.zoo_command`, docs/zoo.md).
+    tracr-compile [compile] ...          compile a RASP program; run, save, summarise, picture it
+    tracr-compile circuit ...            measure, verify and draw a program's circuit
+    tracr-compile zoo generate OUT ...   generate a model zoo
+    tracr-compile zoo audit FOLDER       check every record of a zoo again
+    tracr-compile fuzz ...               differential fuzzing of the compiler
 
-Exit codes: 0 success, 1 the program cannot be compiled or run (or a model file is refused),
-2 usage error. Every failure is one line on stderr; `--debug` shows the traceback instead.
+`compile` is the default: an argument list that does not start with a sub-command's name is
+compile's (`tracr-compile --example frac_prevs`). `--debug` is accepted anywhere.
+
+Exit codes: 0 success, 1 the work failed (a program cannot be compiled or run, a model file is
+refused, a fuzz found a mismatch, an audit a failing record), 2 usage error. Every failure is one
+line on stderr; `--debug` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
-from collections.abc import Hashable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from compiler.cli.args import ProgramError, UsageError, load_program, parse_input, parse_vocab
+from compiler.cli import circuit, compile_command, zoo_command
+from compiler.cli.args import ProgramError, UsageError
 from compiler.errors import CompilerError
-from compiler.examples import CATALOGUE
-from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES
 
 PROG = "tracr-compile"
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 10**6, "mb": 10**6, "mib": 1 << 20,
-          "g": 10**9, "gb": 10**9, "gib": 1 << 30}
-
-
-def _byte_count(text: str) -> int | None:
-    """`--max-weight-bytes`: a number of bytes (`4e9`, `512MiB`, `2GB`) or `none` (no limit)."""
-    if text.strip().lower() == "none":
-        return None
-    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
-    unit = match[2].lower() if match else ""
-    try:
-        value = float(match[1]) * _UNITS[unit] if match else -1.0
-    except (KeyError, ValueError):
-        value = -1.0
-    if not value >= 1:
-        raise UsageError(f"--max-weight-bytes {text!r} is not a positive size; give e.g. 2GiB, 4e9 or none")
-    return int(value)
+COMMANDS = ("compile", "circuit", "zoo", "fuzz")
+DEBUG = "--debug"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,200 +37,67 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _fuzz(args: argparse.Namespace) -> int:
+    from compiler.fuzzing.driver import run_arguments
+    from compiler.io.atomic import atomic_write_text, check_target
+
+    if args.results is not None:
+        check_target(args.results)
+    return run_arguments(args, write_text=atomic_write_text)
+
+
+def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
+    from compiler.fuzzing.driver import add_arguments
+
+    add_arguments(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: each sub-command's parser sets `run` to the function that runs it."""
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(DEBUG, action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     parser = _Parser(
-        prog=PROG,
-        description="Compile a RASP program into a transformer; run, save, summarise or picture it.",
-        epilog="Exit codes: 0 success, 1 the program cannot be compiled or run, 2 usage error.",
+        prog=PROG, parents=[debug],
+        description="Compile RASP programs into transformers and study them. `compile` is the default sub-command: "
+                    f"`{PROG} --example frac_prevs` is `{PROG} compile --example frac_prevs`.",
+        epilog="Exit codes: 0 success, 1 the work failed, 2 usage error. "
+               f"`{PROG} COMMAND --help` lists a sub-command's flags.",
     )
-    source = parser.add_argument_group("program (one of)")
-    source.add_argument("program", nargs="?", help="path/to/file.py:name (an s-op or a zero-argument function)")
-    source.add_argument("--example", metavar="NAME", help="a library program (see --list-examples)")
-    source.add_argument("--load", metavar="PATH", help="a model file written by --out")
-    parser.add_argument("--list-examples", action="store_true", help="list the library programs and exit")
-    compiling = parser.add_argument_group("compiling")
-    compiling.add_argument("--vocab", help="tokens: a,b,c | JSON list | integer range 0..9")
-    compiling.add_argument("--max-seq-len", type=int, metavar="N", help="longest input, BOS excluded")
-    compiling.add_argument("--causal", action="store_true", help="compile with causal (decoder) attention")
-    compiling.add_argument(
-        "--causal-strict", action="store_true",
-        help="with --causal, refuse programs whose selectors may read later positions (else a warning)",
-    )
-    compiling.add_argument("--bos", default="BOS", help="beginning-of-sequence token (default BOS)")
-    compiling.add_argument("--pad", default="PAD", help="padding token (default PAD)")
-    compiling.add_argument("--mlp-exactness", type=float, default=100, metavar="X", help="numerical MLP exactness (default 100)")
-    compiling.add_argument(
-        "--max-weight-bytes", type=_byte_count, default=DEFAULT_MAX_WEIGHT_BYTES, metavar="N",
-        help="refuse a compile whose weights are estimated above N bytes (e.g. 4e9, 2GiB, none; default 1GiB)",
-    )
-    compiling.add_argument("--validate-only", action="store_true", help="list every problem, compile nothing")
-    outputs = parser.add_argument_group("outputs")
-    outputs.add_argument("--out", metavar="PATH", help="save the compiled model to PATH")
-    outputs.add_argument("--input", metavar="TOKENS", help='run on e.g. "BOS x a c x" and print the residual stream')
-    outputs.add_argument(
-        "--plot", metavar="PATH",
-        help="write residual, attention and head pictures; PATH ends in .png, .svg or .pdf (vector, for papers)",
-    )
-    outputs.add_argument("--dpi", type=float, default=150, help="resolution of --plot PNGs (default 150)")
-    outputs.add_argument("--json", action="store_true", help="print a machine-readable summary instead of text")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(title="sub-commands", metavar="COMMAND", parser_class=_Parser)
+
+    def command(parent: argparse._SubParsersAction, name: str, summary: str, description: str,
+                add: Callable[[argparse.ArgumentParser], None], run: Callable[[argparse.Namespace], int]) -> None:
+        sub = parent.add_parser(name, help=summary, description=description, parents=[debug])
+        add(sub)
+        sub.set_defaults(run=run)
+
+    command(commands, "compile", "(the default) compile a RASP program; run, save, summarise or picture it",
+            "Compile a RASP program into a transformer; run, save, summarise or picture it.",
+            compile_command.add_arguments, compile_command.run)
+    command(commands, "circuit", "measure, verify and draw the circuit of a compiled program", circuit.DESCRIPTION,
+            circuit.add_arguments, circuit.run)
+    zoo = commands.add_parser("zoo", help="generate or audit a model zoo (sharded Parquet)", parents=[debug],
+                              description="Model zoos: datasets of compiled programs with their ground truth.")
+    actions = zoo.add_subparsers(title="actions", metavar="ACTION", parser_class=_Parser, required=True)
+    command(actions, "generate", "generate a zoo into a folder (resumes an interrupted run)", zoo_command.GENERATE,
+            zoo_command.add_generate_arguments, zoo_command.generate)
+    command(actions, "audit", "check every record of a zoo folder again", zoo_command.AUDIT,
+            zoo_command.add_audit_arguments, zoo_command.audit)
+    command(commands, "fuzz", "differential fuzzing: random programs compiled and checked against RASP",
+            "Random RASP programs, compiled and checked against the RASP evaluator (non-causal and causal).",
+            _add_fuzz_arguments, _fuzz)
     return parser
 
 
-def _list_examples() -> str:
-    width = max(len(name) for name in CATALOGUE)
-    lines = []
-    for name, example in CATALOGUE.items():
-        vocab = ",".join(str(t) for t in example.vocab)
-        lines.append(
-            f"{name.ljust(width)}  {example.description}  "
-            f"[--vocab {vocab} --max-seq-len {example.max_seq_len}; "
-            f"input: {' '.join(str(t) for t in example.example_input)}]"
-        )
-    return "\n".join(lines)
-
-
-def _check_sources(args: argparse.Namespace) -> None:
-    chosen = [flag for flag, value in (("program", args.program), ("--example", args.example), ("--load", args.load)) if value]
-    if len(chosen) != 1:
-        given = " and ".join(chosen) if chosen else "none"
-        raise UsageError(f"give exactly one of a program path, --example or --load (got {given})")
-    if args.load:
-        compile_flags = [
-            flag
-            for flag, value in (
-                ("--vocab", args.vocab),
-                ("--max-seq-len", args.max_seq_len),
-                ("--causal", args.causal),
-                ("--causal-strict", args.causal_strict),
-                ("--validate-only", args.validate_only),
-                ("--max-weight-bytes", args.max_weight_bytes != DEFAULT_MAX_WEIGHT_BYTES),
-            )
-            if value
-        ]
-        if compile_flags:
-            raise UsageError(f"{', '.join(compile_flags)} only apply when compiling, not with --load")
-    if args.example and args.example not in CATALOGUE:
-        raise UsageError(f"unknown example {args.example!r}; choose from {', '.join(CATALOGUE)}")
-    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
-        raise UsageError(f"--plot {args.plot!r}: end the path with .png, .svg or .pdf (the picture format)")
-    if not args.dpi > 0:
-        raise UsageError(f"--dpi must be positive, got {args.dpi:g}")
-    if args.max_seq_len is not None and args.max_seq_len < 1:
-        raise UsageError(f"--max-seq-len must be at least 1, got {args.max_seq_len}")
-
-
-def _program(args: argparse.Namespace) -> tuple[Any, str | None, tuple[Hashable, ...], int, tuple | None]:
-    """(s-op, source text, vocab, max_seq_len, default input) from a file or an example."""
-    vocab = parse_vocab(args.vocab) if args.vocab is not None else None
-    if args.example:
-        example = CATALOGUE[args.example]
-        max_seq_len = args.max_seq_len or example.max_seq_len
-        program = example.build(max_seq_len)
-        default_input = example.example_input if vocab is None else None
-        return program, example.source(max_seq_len), vocab or example.vocab, max_seq_len, default_input
-    if vocab is None or args.max_seq_len is None:
-        raise UsageError("a program file needs --vocab and --max-seq-len")
-    program, source = load_program(args.program)
-    return program, source, vocab, args.max_seq_len, None
-
-
-def _print_json(data: dict) -> None:
-    print(json.dumps(data, indent=2, default=str))
-
-
-def _validate(program: Any, vocab: tuple, max_seq_len: int, args: argparse.Namespace) -> int:
-    from compiler.passes.validate import validate
-
-    problems = validate(program, vocab, max_seq_len, causal=args.causal, causal_strict=args.causal_strict)
-    if args.json:
-        _print_json({"program": program.label, "ok": not problems, "problems": problems})
-    elif not problems:
-        print(f"{program.label}: compiles exactly (vocab of {len(vocab)}, max_seq_len {max_seq_len})")
-    for problem in problems:
-        print(f"{PROG}: problem: {' '.join(str(problem).split())}", file=sys.stderr)
-    return 1 if problems else 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    if args.list_examples:
-        print(_list_examples())
-        return 0
-    _check_sources(args)
-    from compiler.io.atomic import check_target
-
-    for target in (args.out, args.plot):  # refuse a bad destination before compiling
-        if target is not None:
-            check_target(target)
-    report: dict[str, Any] = {}
-    if args.load:
-        from compiler.io.files import read_model_file
-
-        loaded = read_model_file(args.load)
-        model, source, default_input = loaded.model, loaded.source, None
-        report["program"] = label = loaded.program_label
-    else:
-        program, source, vocab, max_seq_len, default_input = _program(args)
-        if args.validate_only:
-            return _validate(program, vocab, max_seq_len, args)
-        from compiler.compiling import compile_rasp
-
-        model = compile_rasp(
-            program,
-            vocab,
-            max_seq_len,
-            causal=args.causal,
-            causal_strict=args.causal_strict,
-            compiler_bos=args.bos,
-            compiler_pad=args.pad,
-            mlp_exactness=args.mlp_exactness,
-            max_weight_bytes=args.max_weight_bytes,
-        )
-        report["program"] = label = program.label
-    return _outputs(model, args, report, (source, label), default_input)
-
-
-def _outputs(
-    model: Any, args: argparse.Namespace, report: dict, program: tuple[str | None, str | None], default_input: tuple | None
-) -> int:
-    """Summary, saving, running and pictures; `program` is (source text, label) for saving."""
-    from compiler.cli.summary import format_value, jsonable, model_summary, residual_table, summary_text
-
-    report.update(model_summary(model))
-    text = [f"program: {report['program']}", summary_text(report)]
-    if args.out is not None:
-        from compiler.io.files import save_model
-
-        path = save_model(model, args.out, source=program[0], label=program[1])
-        report["saved"] = str(path)
-        text.append(f"saved model to {path} ({path.stat().st_size} bytes)")
-    tokens = None
-    if args.input is not None:
-        encoder = model.input_encoder
-        tokens = parse_input(args.input, encoder.vocab, encoder.bos, encoder.pad)
-    elif args.plot and default_input is not None:
-        tokens = [model.input_encoder.bos, *default_input]
-    elif args.plot:
-        raise UsageError("--plot needs --input (only --example programs have a default input)")
-    if tokens is not None:
-        result = model.apply(tokens)
-        report["input"] = jsonable(tokens)
-        report["decoded"] = jsonable(result.decoded)
-        text.append(f"input:  {' '.join(format_value(t) for t in tokens)}")
-        text.append(f"output: {' '.join(format_value(v) for v in result.decoded)}")
-        if args.input is not None:
-            text.append(residual_table(result, tokens))
-    if args.plot:
-        from compiler.cli.plots import plot_all
-
-        written = plot_all(model, tokens, args.plot, dpi=args.dpi)
-        report["plots"] = [str(p) for p in written]
-        text.append("wrote " + ", ".join(str(p) for p in written))
-    if args.json:
-        _print_json(report)
-    else:
-        print("\n".join(text))
-    return 0
+def with_command(argv: Sequence[str]) -> list[str]:
+    """`argv` with its sub-command named: `compile` is put before an argument list whose first
+    argument (other than --debug) is neither a sub-command nor a request for the top-level help."""
+    argv = list(argv)
+    first = next((i for i, arg in enumerate(argv) if arg != DEBUG), None)
+    if first is not None and argv[first] in (*COMMANDS, "-h", "--help"):
+        return argv
+    at = len(argv) if first is None else first
+    return [*argv[:at], "compile", *argv[at:]]
 
 
 def _one_line(error: BaseException) -> str:
@@ -249,22 +105,14 @@ def _one_line(error: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    debug = "--debug" in argv
-    if argv[:1] == ["circuit"]:  # `tracr-compile circuit ...` (compiler/cli/circuit.py, docs/circuits.md)
-        from compiler.cli.circuit import main as circuit_main
-
-        return circuit_main(argv[1:])
+    """Run the command line; returns the exit code."""
+    argv = with_command(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG in argv
     try:
-        if argv[:1] == ["zoo"]:  # `tracr-compile zoo OUT ...` (docs/zoo.md)
-            from compiler.cli.zoo_command import run as run_zoo
-
-            return run_zoo([a for a in argv[1:] if a != "--debug"], _Parser)
         args = build_parser().parse_args(argv)
-        return _run(args)
+        return args.run(args)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
-        sys.stdout = open(os.devnull, "w")
+        sys.stdout = open(os.devnull, "w")  # keeps the interpreter's final flush quiet
         return 1
     except SystemExit as exit_:  # --help
         return int(exit_.code or 0)

@@ -1,4 +1,5 @@
-"""`tracr-compile zoo OUT`: generate a model zoo (docs/zoo.md); the flags map onto `ZooConfig`."""
+"""`tracr-compile zoo generate OUT` (a model zoo; the flags map onto `ZooConfig`) and
+`tracr-compile zoo audit FOLDER` (every record checked again), docs/zoo.md."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
 
 from compiler.cli.args import UsageError
 from compiler.lab.zoo.config import VARIANTS, VOCAB_KINDS, ZooConfig
@@ -27,12 +27,13 @@ def parse_names(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+GENERATE = "Generate a dataset of compiled programs: one record per (program, variant) in sharded Parquet."
+AUDIT = "Check every record of a zoo folder again: hashes, weights against stored outputs, claims and circuits."
+
+
+def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `zoo generate`."""
     defaults = ZooConfig()
-    parser = parser_class(
-        prog="tracr-compile zoo",
-        description="Generate a dataset of compiled programs: one record per (program, variant) in sharded Parquet.",
-    )
     parser.add_argument("out", help="dataset folder (created; an interrupted run resumes in it)")
     parser.add_argument("-n", "--programs", type=int, default=defaults.programs, help="number of programs")
     parser.add_argument("--seed", type=int, default=defaults.seed)
@@ -71,12 +72,21 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
     run.add_argument("--address", default=None, help="with --engine ray: the cluster (e.g. auto, ray://host:10001)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
-    return parser
 
 
-def run(argv: Sequence[str], parser_class: type[argparse.ArgumentParser]) -> int:
-    """Parse the zoo flags, generate, print a summary; returns the exit code."""
-    args = build_parser(parser_class).parse_args(argv)
+def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `zoo audit`."""
+    parser.add_argument("folder", help="a zoo folder written by `zoo generate`")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def generate(args: argparse.Namespace) -> int:
+    """Generate the zoo the flags describe and print a summary; returns the exit code.
+
+    Raises:
+      UsageError: a flag value `ZooConfig` refuses, or an output folder that holds another zoo.
+    """
     try:
         config = ZooConfig(
             programs=args.programs, seed=args.seed, variants=args.variants, operations=args.operations,
@@ -112,3 +122,28 @@ def run(argv: Sequence[str], parser_class: type[argparse.ArgumentParser]) -> int
             print(f"  {key}: {count}")
     sys.stdout.flush()
     return 0
+
+
+def audit(args: argparse.Namespace) -> int:
+    """Audit a zoo folder; returns 0 when every record passes, 1 otherwise.
+
+    Raises:
+      UsageError: the folder holds no zoo shards.
+    """
+    from compiler.lab.zoo.audit import audit_folder
+
+    try:
+        report = audit_folder(args.folder, progress=not args.quiet)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    if args.json:
+        print(json.dumps({"records": report.records, "checked": report.checked, "failures": list(report.failures),
+                          "passed": report.passed}, indent=2))
+    else:
+        print(f"{args.folder}: {report.checked} ok records checked; "
+              f"{'every record passed' if report.passed else f'{len(report.failures)} failed'}")
+        for key, count in report.records.items():
+            print(f"  {key}: {count}")
+        for failure in report.failures:
+            print(f"  FAILED {failure}")
+    return 0 if report.passed else 1

@@ -214,10 +214,8 @@ def parse_settings(texts: Sequence[str]) -> tuple[tuple[tuple[Hashable, ...], in
     return tuple(settings)
 
 
-def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | None = None) -> int:
-    """The command line (`--help`); `write_text(path, text)` must replace a file atomically and
-    is needed for `--results` (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fuzz flags (`python benchmarks/fuzz.py --help`, `tracr-compile fuzz --help`)."""
     parser.add_argument("-n", "--programs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
@@ -238,7 +236,19 @@ def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | 
     parser.add_argument("--redo", action="append", default=[], metavar="TEXT",
                         help="with --results: check again the stored programs whose status or "
                              "refusal reason contains TEXT (repeatable)")
-    args = parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | None = None) -> int:
+    """The command line (`--help`); `write_text(path, text)` must replace a file atomically and
+    is needed for `--results` (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run_arguments(parser.parse_args(argv), write_text)
+
+
+def run_arguments(args: argparse.Namespace, write_text: checkpoint.TextWriter | None = None) -> int:
+    """Run the fuzz the parsed flags describe, print the summary; returns the exit code (1: a
+    mismatch or crash was found, 2: a bad flag)."""
     if args.program_timeout <= 0:
         print(f"error: --program-timeout must be positive, got {args.program_timeout:g}", file=sys.stderr)
         return 2

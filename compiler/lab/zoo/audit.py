@@ -17,16 +17,14 @@ compiler's internals would:
 Records that are not `ok` must hold no weights and say why (`error`). JSON stores the tuples of a
 vocabulary (e.g. digit pairs) as lists; the audit turns lists back into tuples before evaluating.
 
-    python -m compiler.lab.zoo.audit my_zoo
+    tracr-compile zoo audit my_zoo
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
-import sys
 import warnings
 from collections import Counter
 from typing import Any
@@ -168,21 +166,3 @@ def audit_folder(folder: str | pathlib.Path, progress: bool = True) -> AuditRepo
                     failures.append(f"{path.name} program {record['index']} {record['variant']}: {problem}")
                 bar.update(1)
     return AuditReport(dict(sorted(counts.items())), checked, tuple(failures))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m compiler.lab.zoo.audit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=pathlib.Path, help="the zoo folder")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    report = audit_folder(args.folder, progress=not args.no_progress)
-    print(json.dumps({"records": report.records, "ok_records_checked": report.checked,
-                      "failures": len(report.failures)}, indent=1))
-    for failure in report.failures:
-        print(failure)
-    return 0 if report.passed else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`generate_zoo`: the dataset generator behind `tracr-compile zoo`.
+"""`generate_zoo`: the dataset generator behind `tracr-compile zoo generate`.
 
 It draws and compiles the programs the config names, through the chosen engine, and writes each
 shard once all its programs are in. A run that is stopped (killed, interrupted) and started

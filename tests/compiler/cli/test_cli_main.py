@@ -54,11 +54,65 @@ def test_parse_tokens_follow_the_vocab_types() -> None:
 
 
 def test_help_lists_every_flag_and_exits_0(capsys) -> None:
-    assert main(["--help"]) == 0
+    assert main(["compile", "--help"]) == 0
     out = capsys.readouterr().out
     for flag in ("--example", "--list-examples", "--load", "--vocab", "--max-seq-len", "--causal", "--bos",
                  "--pad", "--mlp-exactness", "--validate-only", "--out", "--input", "--plot", "--json", "--debug"):
         assert flag in out
+
+
+def test_top_level_help_lists_every_sub_command(capsys) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("compile", "circuit", "zoo", "fuzz", "--debug"):
+        assert command in out
+    assert main(["zoo", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "generate" in out and "audit" in out
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--example", "hist"], ["compile", "--example", "hist"]),
+    (["--debug", "--example", "hist"], ["--debug", "compile", "--example", "hist"]),
+    (["--debug", "circuit", "--out", "x"], ["--debug", "circuit", "--out", "x"]),
+    (["zoo", "audit", "z"], ["zoo", "audit", "z"]),
+    (["--help"], ["--help"]),
+    ([], ["compile"]),
+])
+def test_compile_is_the_default_sub_command(argv, expected) -> None:
+    from compiler.cli.command_line import with_command
+
+    assert with_command(argv) == expected
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--debug", "circuit", "--example", "nope", "--out", "x"], "unknown example 'nope'"),
+    (["zoo", "out"], "invalid choice: 'out'"),
+    (["zoo"], "the following arguments are required"),
+    (["fuzz", "-n", "1", "--program-timeout", "0"], "--program-timeout must be positive"),
+])
+def test_sub_commands_share_one_error_wrapper(argv, fragment, capsys) -> None:
+    """Usage errors of every sub-command are one line with exit code 2; --debug is accepted
+    before the sub-command (it used to fall through to the compile parser)."""
+    if argv[0] == "--debug":
+        with pytest.raises(UsageError, match=fragment):
+            main(argv)
+        return
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_circuit_out_under_a_file_is_refused_before_any_work(tmp_path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["circuit", "--example", "frac_prevs", "--out", str(blocker / "fp")]) == 1
+    err = capsys.readouterr().err
+    assert "file" in err and str(blocker) in err
+
+
+def test_zoo_audit_of_a_folder_without_shards_is_a_usage_error(tmp_path, capsys) -> None:
+    assert main(["zoo", "audit", str(tmp_path), "--quiet"]) == 2
+    assert "holds no shards" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -112,6 +112,15 @@ def test_compressed_weights_are_the_projected_model(tiny_zoo):
     np.testing.assert_allclose(zoo_weights.forward(tensors, metadata, ids), expected, atol=1e-3)
 
 
+def test_the_audit_command_passes_the_tiny_zoo(tiny_zoo, capsys):
+    from compiler.cli import main
+
+    assert main(["zoo", "audit", str(tiny_zoo), "--quiet", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] and report["failures"] == [] and report["checked"] >= 12
+    assert sum(report["records"].values()) == TINY.programs * len(TINY.variants)
+
+
 def test_same_seed_same_bytes(tiny_zoo, tmp_path):
     summary = generate_zoo(tmp_path / "again", TINY, jobs=1, progress=False)
     assert summary.shards_written == TINY.shards
@@ -130,7 +139,7 @@ def test_killed_run_resumes_to_the_same_dataset(tmp_path):
     whole = tmp_path / "whole"
     generate_zoo(whole, config, jobs=1, progress=False)
     out = tmp_path / "killed"
-    command = [sys.executable, "-m", "compiler.cli", "zoo", str(out), "-n", "18", "--seed", "5", "--shard-size", "3",
+    command = [sys.executable, "-m", "compiler.cli", "zoo", "generate", str(out), "-n", "18", "--seed", "5", "--shard-size", "3",
                "--variants", "optimised", "--library-share", "0", "--inputs", "4", "--jobs", "1", "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
     first = shard_path(out, config, 0)
