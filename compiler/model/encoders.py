@@ -132,16 +132,22 @@ class OutputEncoder:
         output = np.asarray(output)
         if self.numerical:
             decoded: list[Any] = [float(v) for v in output]
-        elif not self.values:
-            # An output s-op that is None at every position has an empty one-hot space (logits
-            # of width 0, where argmax fails); every position decodes as None.
-            decoded = [None] * output.shape[0]
         else:
-            best = output.argmax(axis=-1)
-            empty = output.max(axis=-1) < EMPTY_THRESHOLD
-            decoded = [None if e else self.values[b] for b, e in zip(best, empty)]
+            assert self.values is not None
+            values = self.values
+            decoded = [None if i < 0 else values[i] for i in self.value_indices(output).tolist()]
         decoded[0] = self.bos
         return decoded
+
+    def value_indices(self, output: np.ndarray) -> np.ndarray:
+        """``[...]``: the index into ``values`` each position of categorical logits ``[..., n]``
+        decodes to (the argmax), or -1 for None (no logit reaches :data:`EMPTY_THRESHOLD`)."""
+        output = np.asarray(output)
+        if not self.values:
+            # An output s-op that is None at every position has an empty one-hot space (logits
+            # of width 0, where argmax fails); every position decodes as None.
+            return np.full(output.shape[:-1], -1, np.int64)
+        return np.where(output.max(axis=-1) >= EMPTY_THRESHOLD, output.argmax(axis=-1), -1)
 
     @property
     def width(self) -> int:

@@ -35,8 +35,8 @@ def reconstruct_stream(compiled: CompiledModel, coder: SparseCoder, acts: np.nda
 
 
 def decoded(compiled: CompiledModel, output: np.ndarray) -> np.ndarray:
-    """``[batch, T, programs]``: each program's decoded value index (argmax of its columns; -1
-    when no logit reaches 1/2), or its value for a numerical output (rounded to 1e-3)."""
+    """``[batch, T, programs]``: each program's decoded value index (as its output encoder decodes
+    it: the argmax, -1 for None), or its value for a numerical output (rounded to 1e-3)."""
     output = np.asarray(output)
     if output.ndim == 2:
         output = output[..., None]
@@ -45,8 +45,8 @@ def decoded(compiled: CompiledModel, output: np.ndarray) -> np.ndarray:
         block = output[..., columns]
         if encoder.numerical:
             parts.append(np.round(block[..., 0], 3))
-        else:  # no value: every logit below 1/2 (an ablated output is all zeros up to float noise)
-            parts.append(np.where(block.max(axis=-1) > 0.5, np.argmax(block, axis=-1), -1))
+        else:  # an ablated output (all zeros up to float noise) decodes as None, -1
+            parts.append(encoder.value_indices(block))
     return np.stack(parts, axis=-1)
 
 

@@ -137,3 +137,19 @@ def test_projection_blocks_cover_exactly_the_non_zeros_of_the_rows():
     assert len(set(positions)) == len(positions) and len(set(columns)) == len(columns)  # disjoint blocks
     dense = np.random.default_rng(0).standard_normal(w.shape)
     assert projection_blocks(dense, rows) is None  # one block costs the whole product: stay dense
+
+
+def test_splice_decodes_outputs_as_the_model_decoder_does(sort_unique_model):
+    """A logit of exactly 1/2 is a value for the model's decoder, so for the splice too; below
+    it the position is None (-1)."""
+    from compiler.lab.features.splice import decoded
+
+    encoder = sort_unique_model.output_encoder
+    width = len(encoder.values)
+    logits = np.zeros((1, 3, width), np.float32)
+    logits[0, 0, 0] = 0.5  # exactly the threshold: value 0
+    logits[0, 1, 1] = 0.4999  # below it: None
+    logits[0, 2, width - 1] = 1.0
+    assert decoded(sort_unique_model, logits)[0, :, 0].tolist() == [0, -1, width - 1]
+    assert encoder.decode(logits[0])[1:] == [None, encoder.values[width - 1]]
+    assert encoder.value_indices(logits[0]).tolist() == [0, -1, width - 1]
