@@ -9,23 +9,20 @@ and build the Haiku model.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
 
-import networkx as nx
-import numpy as np
-
+from compiler.compile_inputs import check_arguments, check_limit, output_encoder_of
+from compiler.compiling_loops import compile_loop
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
+from compiler.model.encoders import InputEncoder
 from compiler.model.from_craft import model_from_craft
-from compiler.passes import graph as g
 from compiler.passes import nodes
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
 from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.layout import lay_out
-from compiler.passes.lower import LoweringOptions, lower, output_space
+from compiler.passes.lower import LoweringOptions, lower
 from compiler.passes.optimize import FACTOR_QK, NARROW_LOOKUPS, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.outputs import Outputs
 from compiler.passes.readout import trace_values
@@ -33,7 +30,7 @@ from compiler.passes.reuse import first_owners
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes
 from compiler.passes.sums import expand_sums
 from compiler.passes.validate import check_graph, warn_causal_semantics
-from craft.bases import bos_direction, value_sort_key
+from craft.bases import bos_direction
 from craft.blocks import SeriesWithResiduals
 from craft.chamber.numerical_mlp import MIN_SHARPNESS
 from rasp import rasp
@@ -41,53 +38,6 @@ from rasp import rasp
 # Tracr's special token names, the defaults of `compile_rasp_to_model`.
 COMPILER_BOS = "compiler_bos"
 COMPILER_PAD = "compiler_pad"
-
-
-def _check_arguments(vocab: Iterable[Any], max_seq_len: int, bos: Any, pad: Any) -> tuple:
-    if isinstance(vocab, (str, bytes)):
-        raise InvalidInputError(
-            f"vocab must be a collection of tokens, got the string {vocab!r}; pass e.g. set({vocab!r})"
-        )
-    try:
-        distinct = set(vocab)
-    except TypeError as error:
-        raise InvalidInputError(f"vocab holds an unhashable token: {error}") from error
-    if None in distinct:
-        raise InvalidInputError(
-            "vocab holds None, which RASP reserves for 'no value' (the evaluator skips it in "
-            "Maps and never selects it); use another token, e.g. the string 'None'"
-        )
-    for name, special in (("compiler_bos", bos), ("compiler_pad", pad)):
-        if special is None:
-            raise InvalidInputError(
-                f"{name} is None, which RASP reserves for 'no value'; use a string such as 'BOS' / 'PAD'"
-            )
-    try:  # plain order where it equals value_sort_key's (all strings): 100,000 tokens in ms
-        homogeneous = all(type(token) is str for token in distinct)
-        tokens = tuple(sorted(distinct) if homogeneous else sorted(distinct, key=value_sort_key))
-    except TypeError as error:
-        raise InvalidInputError(f"vocab holds an unhashable token: {error}") from error
-    if not tokens:
-        raise InvalidInputError("vocab is empty; pass the set of input tokens")
-    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, (int, np.integer)) or max_seq_len < 1:
-        raise InvalidInputError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
-    if bos == pad:
-        raise InvalidInputError(f"compiler_bos and compiler_pad must differ, both are {bos!r}")
-    for name, special in (("compiler_bos", bos), ("compiler_pad", pad)):
-        if special in tokens:
-            raise InvalidInputError(
-                f"{name}={special!r} is also a vocabulary token; choose a {name} outside the vocab"
-            )
-    return tokens
-
-
-def _check_limit(max_weight_bytes: int | None) -> None:
-    if max_weight_bytes is None:
-        return
-    if isinstance(max_weight_bytes, bool) or not isinstance(max_weight_bytes, (int, np.integer)) or max_weight_bytes < 1:
-        raise InvalidInputError(
-            f"max_weight_bytes must be a positive number of bytes or None (no limit), got {max_weight_bytes!r}"
-        )
 
 
 def _root(program: rasp.SOp | Sequence[rasp.SOp]) -> rasp.SOp | Outputs:
@@ -103,20 +53,6 @@ def _root(program: rasp.SOp | Sequence[rasp.SOp]) -> rasp.SOp | Outputs:
                 "list only s-ops such as Aggregate(...) or Map(...)"
             )
     return Outputs(tuple(program))
-
-
-def _output_encoder(graph: nx.DiGraph, multiple: bool, bos: Hashable) -> OutputEncoder | OutputsEncoder:
-    """Decodes each output s-op: one encoder, or one per program when several were compiled."""
-    encoders = tuple(
-        OutputEncoder(
-            values=None if g.is_numerical(graph, sink) else tuple(d.value for d in output_space(graph, sink).basis),
-            bos=bos,
-        )
-        for sink in graph.graph[nodes.SINKS]
-    )
-    if not multiple:
-        return encoders[0]
-    return OutputsEncoder(labels=tuple(graph.graph[nodes.SINKS]), encoders=encoders, bos=bos)
 
 
 def compile_rasp(
@@ -194,15 +130,13 @@ def compile_rasp(
                 "reuse_residual=True is not supported for a rasp.Loop (its iterations share one block "
                 "of layers, so a residual slot cannot change owner between them); compile it without"
             )
-        from compiler.compiling_loops import compile_loop  # it builds on this module
-
         return compile_loop(
             program, vocab, max_seq_len, causal=causal, compiler_bos=compiler_bos, compiler_pad=compiler_pad,
             mlp_exactness=mlp_exactness, allocator=allocator, causal_strict=causal_strict, optimize=optimize,
             max_weight_bytes=max_weight_bytes,
         )
-    tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
-    _check_limit(max_weight_bytes)
+    tokens = check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
+    check_limit(max_weight_bytes)
     passes = selected_passes(optimize)
     if not isinstance(mlp_exactness, (int, float)) or not mlp_exactness >= MIN_SHARPNESS:
         raise InvalidInputError(
@@ -231,7 +165,7 @@ def compile_rasp(
         graph, sublayers, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len=max_seq_len, causal=causal
     )
     haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, reuse_residual=reuse_residual)
-    output_encoder = _output_encoder(graph, isinstance(program, (list, tuple)), compiler_bos)
+    output_encoder = output_encoder_of(graph, isinstance(program, (list, tuple)), compiler_bos)
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
     map_errors = {
         label: (data[nodes.NUMERICAL_FIT].construction, data[nodes.NUMERICAL_FIT].error)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Iterable
 
-from compiler.compiling import _check_arguments, _check_limit, _output_encoder
+from compiler.compile_inputs import check_arguments, check_limit, output_encoder_of
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import TiedBlock
@@ -80,8 +80,8 @@ def compile_loop(
       ValueInferenceError: the state's values do not close under the body and exceed the size
         limit within `steps` iterations.
     """
-    tokens = _check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
-    _check_limit(max_weight_bytes)
+    tokens = check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
+    check_limit(max_weight_bytes)
     passes = selected_passes(optimize)
     if not isinstance(mlp_exactness, (int, float)) or not mlp_exactness >= MIN_SHARPNESS:
         raise InvalidInputError(
@@ -138,7 +138,7 @@ def compile_loop(
         sublayers=layout.sublayers,
         residual_space=craft.residual,
         input_encoder=encoder,
-        output_encoder=_output_encoder(graph, False, compiler_bos),
+        output_encoder=output_encoder_of(graph, False, compiler_bos),
         program=loop,
     )
 
