@@ -28,7 +28,8 @@ def parse_names(text: str) -> tuple[str, ...]:
 
 
 GENERATE = "Generate a dataset of compiled programs: one record per (program, variant) in sharded Parquet."
-AUDIT = "Check every record of a zoo folder again: hashes, weights against stored outputs, claims and circuits."
+AUDIT = ("Check every record of a zoo folder again from its files: weight hashes, the program and the stored weights "
+         "against the stored outputs, and compressed records against their claims.")
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
