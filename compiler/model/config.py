@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -66,6 +67,35 @@ def index_runs(idx: tuple[int, ...] | None) -> tuple[tuple[int, int, int], ...] 
     starts = np.concatenate(([0], breaks))
     stops = np.concatenate((breaks, [len(coords)]))
     return tuple((int(a), int(coords[a]), int(b - a)) for a, b in zip(starts, stops))
+
+
+EMBED, UNEMBED, LAYER_PREFIX = "embed", "unembed", "layer_"
+MLP_IN, MLP_OUT = "w_in", "w_out"
+
+
+def layer_module(index: int) -> str:
+    """The parameter module of sub-layer ``index``."""
+    return f"{LAYER_PREFIX}{index}"
+
+
+class ParamKey(NamedTuple):
+    """Where a weight lives among the model's parameters: ``(module, name)``, e.g.
+    ``("layer_3", "w_out")`` or ``("layer_0", "head_1_q")``. The model package spells these keys;
+    other code reads them through this record (it equals the plain tuple)."""
+
+    module: str
+    name: str
+
+    @property
+    def sublayer(self) -> int | None:
+        """The sub-layer the weight belongs to (None for the embedding and the unembedding)."""
+        return int(self.module.removeprefix(LAYER_PREFIX)) if self.module.startswith(LAYER_PREFIX) else None
+
+    @property
+    def writes_residual(self) -> bool:
+        """Whether the weight's outputs are residual coordinates (the embedding tables, a head's
+        output map, an MLP's output) rather than its inputs."""
+        return self.module == EMBED or self.name.endswith("_o") or self.name == MLP_OUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,18 +420,18 @@ class ModelConfig:
         """Transformer layers the forward pass runs (a tied block counted once per repeat)."""
         return (len(self.layer_order) + 1) // 2
 
-    def linears(self) -> dict[tuple[str, str], SparseLinear]:
-        """Every weight's spec under its parameter key `(module, name)`, in model order."""
-        found = {("embed", "token"): self.token_embed, ("embed", "position"): self.pos_embed}
+    def linears(self) -> dict[ParamKey, SparseLinear]:
+        """Every weight's spec under its parameter key, in model order."""
+        found = {ParamKey(EMBED, "token"): self.token_embed, ParamKey(EMBED, "position"): self.pos_embed}
         for index, layer in enumerate(self.layers):
-            module = f"layer_{index}"
+            module = layer_module(index)
             if isinstance(layer, AttentionSpec):
                 for h, head in enumerate(layer.heads):
                     for part in "qkvo":
-                        found[(module, f"head_{h}_{part}")] = getattr(head, f"w_{part}")
+                        found[ParamKey(module, f"head_{h}_{part}")] = getattr(head, f"w_{part}")
             else:
-                found[(module, "w_in")], found[(module, "w_out")] = layer.w_in, layer.w_out
-        found[("unembed", "w_u")] = self.unembed
+                found[ParamKey(module, MLP_IN)], found[ParamKey(module, MLP_OUT)] = layer.w_in, layer.w_out
+        found[ParamKey(UNEMBED, "w_u")] = self.unembed
         return found
 
     def with_linears(self, specs: dict[tuple[str, str], SparseLinear], backend: str | None) -> ModelConfig:

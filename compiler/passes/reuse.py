@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import sparse
 
-from compiler.model.config import MLPSpec, ModelConfig, SparseLinear
+from compiler.model.config import MLP_IN, MLP_OUT, MLPSpec, ModelConfig, SparseLinear, layer_module
 from craft.bases import VectorSpaceWithBasis
 
 Weights = dict[str, dict[str, np.ndarray]]
@@ -99,19 +99,13 @@ def _lives(config: ModelConfig, weights: Weights) -> list[_Life]:
     width = config.residual_width
     lives = [_Life() for _ in range(width)]
     end = len(config.layers)
-    for (module, name), spec in config.linears().items():
-        param = weights[module][name]
-        if module == "embed":
-            for c in _touched(spec, param, 1, width):
-                lives[c].writes.append(-1)
-        elif module == "unembed":
-            for c in _touched(spec, param, 0, width):
-                lives[c].reads.append(end)
-        else:
-            sublayer = int(module.split("_")[1])
-            writes = name.endswith("_o") or name == "w_out"
-            for c in _touched(spec, param, 1 if writes else 0, width):
-                (lives[c].writes if writes else lives[c].reads).append(sublayer)
+    for key, spec in config.linears().items():
+        param = weights[key.module][key.name]
+        writes = key.writes_residual
+        # the embedding writes before sub-layer 0; the unembedding reads after the last one
+        when = key.sublayer if key.sublayer is not None else (-1 if writes else end)
+        for c in _touched(spec, param, 1 if writes else 0, width):
+            (lives[c].writes if writes else lives[c].reads).append(when)
     return lives
 
 
@@ -183,8 +177,8 @@ def _with_clearing(
     """The MLP's `w_in` / `w_out` over all residual coordinates, with two units per cleared
     coordinate appended: `relu(x)` written back with weight -1, `relu(-x)` with +1."""
     hidden = layer.w_in.shape[1]
-    in_coords, w_in = _residual_side(layer.w_in, params["w_in"], 0, width)
-    out_coords, w_out = _residual_side(layer.w_out, params["w_out"], 1, width)
+    in_coords, w_in = _residual_side(layer.w_in, params[MLP_IN], 0, width)
+    out_coords, w_out = _residual_side(layer.w_out, params[MLP_OUT], 1, width)
     cleared = np.repeat(np.asarray(coords, dtype=np.int64), 2)
     units = hidden + np.arange(len(cleared))
     signs = np.tile(np.asarray([1.0, -1.0], dtype=np.float32), len(coords))
@@ -214,18 +208,17 @@ def reuse_residual(config: ModelConfig, weights: Weights) -> tuple[ModelConfig, 
     weights = {module: dict(values) for module, values in weights.items()}
     layers = list(config.layers)
     for m, coords in clears.items():
-        module = f"layer_{m}"
+        module = layer_module(m)
         layer = layers[m]
         spec_in, w_in, spec_out, w_out = _with_clearing(layer, weights[module], coords, width)
         layers[m] = dataclasses.replace(layer, w_in=spec_in, w_out=spec_out, activation="relu")
-        weights[module]["w_in"], weights[module]["w_out"] = w_in, w_out
+        weights[module][MLP_IN], weights[module][MLP_OUT] = w_in, w_out
     config = dataclasses.replace(config, layers=tuple(layers))
     specs = {}
-    for (module, name), spec in config.linears().items():
-        writes = module == "embed" or name.endswith("_o") or name == "w_out"
-        new_spec, new_param = _remap(spec, weights[module][name], 1 if writes else 0, width, slot_of)
-        specs[(module, name)] = new_spec
-        weights[module][name] = new_param
+    for key, spec in config.linears().items():
+        new_spec, new_param = _remap(spec, weights[key.module][key.name], 1 if key.writes_residual else 0, width, slot_of)
+        specs[key] = new_spec
+        weights[key.module][key.name] = new_param
     clearing_layer = {c: m for m, coords in clears.items() for c in coords}
     owners = tuple(
         tuple(
