@@ -121,29 +121,28 @@ def test_16k_model_is_exact_on_10000_inputs():
     assert exact_on_samples(stage, 10_000, seed=1, zipf=1.0) == 1.0
 
 
-def test_1k_copy_model_has_1k_independent_features_and_is_exact():
-    stage = build_stage(STAGES["1k-copy"])
+# (stage, values per copy, copies, packed width d, default stream batch or None)
+COPY_STAGES = [
+    ("1k-copy", 64, 16, 211, None),
+    # about a minute on the 2-core machine (its claim's check runs RASP on 4,000 inputs); the
+    # batch is one exact [batch, 34, D] stream in 512 MB: 2**29 // (34 * 4,260 * 4) = 926
+    pytest.param("4k-copy", 128, 32, 483, 926, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("name, values, copies, d, batch", COPY_STAGES)
+def test_copy_model_has_independent_features_and_is_exact(name, values, copies, d, batch):
+    stage = build_stage(STAGES[name])
     model = stage.compiled
     dictionary = true_dictionary(model, Site("resid", len(model.config.layers)), stage.projection)
-    assert dictionary.num_features == 64 * 17 and stage.d == 211  # tokens and 16 copies of 64 values
+    assert dictionary.num_features == values * (copies + 1) and stage.d == d  # tokens and their copies
     assert stage.claims_exact and stage.max_load < 0.5
     assert stage.claim.check.kind == "sampled" and stage.claim.check.tightest > 0
     assert exact_on_samples(stage, 300, seed=1, zipf=1.0) == 1.0
     ids = sample_ids(model, 100, seed=2)
     assert check_dictionaries(model, [dictionary], ids, stage.projection)[0].max_abs_error < 1e-5
-
-
-@pytest.mark.slow  # about a minute on the 2-core machine (its claim's check runs RASP on 4,000 inputs)
-def test_4k_copy_model_has_4k_independent_features_and_is_exact():
-    stage = build_stage(STAGES["4k-copy"])
-    model = stage.compiled
-    dictionary = true_dictionary(model, Site("resid", len(model.config.layers)), stage.projection)
-    assert dictionary.num_features == 128 * 33 and stage.d == 483  # tokens and 32 copies of 128 values
-    assert stage.claims_exact and stage.max_load < 0.5
-    assert exact_on_samples(stage, 300, seed=1, zipf=1.0) == 1.0
-    ids = sample_ids(model, 100, seed=2)
-    assert check_dictionaries(model, [dictionary], ids, stage.projection)[0].max_abs_error < 1e-5
-    assert default_batch(model) == 2**29 // (34 * 4_260 * 4) == 926  # one exact [batch, 34, D] stream in 512 MB
+    if batch is not None:
+        assert default_batch(model) == batch
 
 
 @pytest.mark.slow  # 10 minutes on the 2-core machine beside an SAE run, 9 GB
