@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from compiler import CompilerError, compile_rasp
 from compiler.examples import EXAMPLES
-from compiler.fuzzing.differential import same_value
+from compiler.model.agree import same_value
 from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.weights import parameter_counts
 from rasp import rasp

@@ -43,7 +43,7 @@ import jax, jax.numpy as jnp, numpy as np
 from benchmarks.floor import floor_times, median_times
 from compiler import compile_rasp
 from compiler.examples import EXAMPLES
-from compiler.fuzzing.differential import same_value
+from compiler.model.agree import same_value
 from rasp import rasp
 
 def rss_mb():

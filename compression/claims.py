@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compression.analytic.bound import AGREE_TOLERANCE, InterferenceBound, interference_bound
+from compiler.model.agree import AGREE_TOLERANCE
+from compression.analytic.bound import InterferenceBound, interference_bound
 from compression.analytic.structure import ResidualStructure, residual_structure
 from compression.evaluation import nearest_value_tolerance
 from compression.exactness import ExactnessCheck

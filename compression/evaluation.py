@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.model.agree import agreeing_index
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compression.learned.frozen import FrozenModel
 from compression.learned.projection import pad_columns
@@ -59,8 +60,9 @@ def build_reference_set(
 ) -> ReferenceSet:
     """Run ``reference_fn`` on the tokens of every row of ``ids``.
 
-    For categorical outputs ``output_values`` lists the values in logit order; a reference value
-    outside it gets target -1 (no output matches it). A None reference is scored as None at a
+    For categorical outputs ``output_values`` lists the values in logit order; a reference value's
+    target is the value that agrees with it (`compiler.model.agree.agreeing_index`: the equal one,
+    else a float-rounding twin of it), -1 when none does (no output matches it). A None reference is scored as None at a
     categorical output; a numerical output has no None (it is not scored there). An input the
     evaluator rejects (``rasp.RaspEvaluationError``: outside the program's domain, e.g. a
     categorical Aggregate selecting different values) has no reference and is not scored.
@@ -71,7 +73,8 @@ def build_reference_set(
     mask = np.zeros(ids.shape, np.float32)
     none = np.zeros(ids.shape, np.float32)
     defined = np.ones(len(ids), bool)
-    index = {v: i for i, v in enumerate(output_values or ())}
+    values = tuple(output_values or ())
+    index = {v: i for i, v in enumerate(values)}
     for r, row in enumerate(ids):
         try:
             outputs = reference_fn(space.decode(row))
@@ -83,7 +86,9 @@ def build_reference_set(
                 none[r, p] = float(kind == "categorical")
                 continue
             if kind == "categorical":
-                targets[r, p] = index.get(value, -1)
+                if value not in index:  # a float-rounding twin of an output value, or no value at all
+                    index[value] = agreeing_index(values, value)
+                targets[r, p] = index[value]
             else:
                 targets[r, p] = float(value)
             mask[r, p] = 1.0

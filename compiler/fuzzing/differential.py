@@ -16,14 +16,12 @@ import time
 import traceback
 import warnings
 from collections.abc import Hashable, Sequence
-from typing import Any
-
-import numpy as np
 
 from compiler.compiling import compile_rasp
 from compiler.errors import CausalSemanticsWarning, CompilerError
 from compiler.fuzzing import numpy_forward
 from compiler.fuzzing.buckets import refusal_bucket
+from compiler.model.agree import same_value
 from compiler.model.compiled_model import CompiledModel
 from compiler.passes.validate import validate
 from rasp import rasp
@@ -31,7 +29,6 @@ from rasp import rasp
 EXACT, REFUSED, MISMATCH, CRASH, UNTESTED = "exact", "refused", "MISMATCH", "CRASH", "untested"
 FAILURES = (MISMATCH, CRASH)
 BOS = "BOS"
-TOLERANCE = 1e-3  # numerical outputs: |compiled - rasp| <= TOLERANCE * max(1, |rasp|)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,16 +55,6 @@ def sample_inputs(vocab: Sequence[Hashable], max_seq_len: int, budget: int, seed
     lengths = list(range(1, max_seq_len + 1))
     lengths += [rng.randint(1, max_seq_len) for _ in range(max(0, budget - len(lengths)))]
     return [[rng.choice(tokens) for _ in range(n)] for n in lengths]
-
-
-def same_value(got: Any, expected: Any) -> bool:
-    """None matches only None; numbers within the tolerance; anything else by `==`."""
-    if got is None or expected is None:
-        return got is None and expected is None
-    numbers = (bool, int, float, np.number)
-    if isinstance(got, numbers) and isinstance(expected, numbers):
-        return abs(float(got) - float(expected)) <= TOLERANCE * max(1.0, abs(float(expected)))
-    return bool(got == expected)
 
 
 def run_model(model: CompiledModel, inputs: list[list], engine: str) -> list[list]:

@@ -9,6 +9,8 @@ Modules in reading order:
 * ``transformer`` — the Haiku decoder-only transformer built from a config and its weights.
 * ``from_craft`` — the one way from a ``compiler.passes.layout.CraftModel`` to a Haiku model.
 * ``encoders`` — token <-> id and output decoding.
+* ``agree`` — the one rule for when a decoded output agrees with the RASP evaluator
+  (``same_value``, ``AGREE_TOLERANCE``), used by every check.
 * ``compiled_model`` — ``CompiledModel``, what ``compile_rasp`` returns.
 * ``tying`` — ``untied``: a compiled loop's model with its tied block written out per iteration.
 * ``jit_cache`` — ``enable_compilation_cache``: JAX's persistent compilation cache, opt-in.

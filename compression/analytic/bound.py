@@ -55,6 +55,7 @@ import dataclasses
 import numpy as np
 from scipy import sparse
 
+from compiler.model.agree import AGREE_TOLERANCE
 from compression.analytic.readers import FLOAT32_UNIT, Errors, Projection, ReaderParts, projection, reader_parts
 from compression.analytic.view import HeadView, MLPView, ModelView, Noise, NumberPiece
 
@@ -62,8 +63,6 @@ from compression.analytic.view import HeadView, MLPView, ModelView, Noise, Numbe
 MAX_ENUMERATED = 10
 # Protected coordinates must be read back to within this (orthonormal axes give ~1e-7).
 PROTECTED_ATOL = 1e-5
-# The agree rule's tolerance on a numerical output (compiler.fuzzing.differential.TOLERANCE).
-AGREE_TOLERANCE = 1e-3
 
 
 def number_tolerance() -> float:

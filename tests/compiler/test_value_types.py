@@ -18,7 +18,8 @@ import pytest
 
 from compiler import CausalSemanticsWarning, compile_rasp
 from compiler.errors import ValueInferenceError
-from compiler.fuzzing.differential import run_model, same_value
+from compiler.fuzzing.differential import run_model
+from compiler.model.agree import same_value
 from compiler.passes import graph as g
 from compiler.passes import nodes
 from compiler.passes.arithmetic import linear_values

@@ -34,11 +34,11 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from compiler.errors import CausalSemanticsWarning
-from compiler.fuzzing.differential import same_value
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.lab.zoo.records import OK
 from compiler.lab.zoo.sampling import rebuild
 from compiler.lab.zoo.shards import DATA
+from compiler.model.agree import same_outputs
 from compiler.model.encoders import EMPTY_THRESHOLD
 from rasp import rasp
 
@@ -63,10 +63,6 @@ class AuditReport:
 def _tuples(value: Any) -> Any:
     """JSON lists back to the tuples they were (RASP values are hashable, so never lists)."""
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def _agree(got: list, want: list) -> bool:
-    return len(got) == len(want) and all(same_value(g, w) for g, w in zip(got, want))
 
 
 def _plain(value: Any) -> Any:
@@ -111,10 +107,10 @@ def audit_record(record: dict[str, Any]) -> str | None:
     program = rebuild(record["source"])
     for xs, want in zip(inputs, outputs):
         got = [_plain(v) for v in rasp.evaluate(program, [_tuples(x) for x in xs], causal=record["causal"])]
-        if not _agree(got, want):
+        if not same_outputs(got, want):
             return f"RASP gives {got!r} on {xs!r}, the record stores {want!r}"
     decoded = decode(record, inputs)
-    agree = [_agree(got, want) for got, want in zip(decoded, outputs)]
+    agree = [same_outputs(got, want) for got, want in zip(decoded, outputs)]
     if record["variant"] in EXACT:
         if not all(agree):
             bad = agree.index(False)

@@ -34,13 +34,14 @@ import numpy as np
 import pyarrow as pa
 
 from compiler.errors import CausalSemanticsWarning, CompilerError
-from compiler.fuzzing.differential import same_value, sample_inputs
+from compiler.fuzzing.differential import sample_inputs
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.describe import circuit, graph_json, placements, to_json
 from compiler.lab.zoo.sampling import ProgramDraw, SamplingError, draw, rebuild
 from compiler.lab.zoo.variants import VariantModel, compile_variants, variant_seed
 from compiler.lab.zoo.verify import check_circuit
+from compiler.model.agree import same_outputs
 from rasp import rasp
 
 OK, REFUSED, UNTESTED, MISMATCH, ERROR, TIMEOUT, MEMORY, WRONG_CLAIM = (
@@ -144,10 +145,6 @@ def run_weights(built: VariantModel, data: bytes, inputs: list[list]) -> list[li
     return [decode(out[row])[1 : len(xs) + 1] for row, xs in enumerate(inputs)]
 
 
-def _agrees(got: list[list], want: list[list]) -> bool:
-    return all(len(g) == len(w) and all(same_value(a, b) for a, b in zip(g, w)) for g, w in zip(got, want))
-
-
 def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inputs: list[list],
                outputs: list[list], measure_circuits: bool = False) -> dict[str, Any]:
     model = built.model
@@ -156,12 +153,12 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
         metadata["loop"] = built.loop
     data = zoo_weights.to_bytes(built.tensors, metadata)
     got = run_weights(built, data, inputs)
-    exact = _agrees(got, outputs)
+    exact = len(got) == len(outputs) and all(map(same_outputs, got, outputs))
     compression = None
     if built.compression is not None:
         compression = to_json({**built.compression, "exact_on_inputs": exact})
     if built.exact and not exact:
-        bad = next(i for i, (g, w) in enumerate(zip(got, outputs)) if not _agrees([g], [w]))
+        bad = next(i for i, (g, w) in enumerate(zip(got, outputs)) if not same_outputs(g, w))
         row.update(status=MISMATCH, error=f"input {inputs[bad]!r}: weights give {got[bad]!r}, RASP {outputs[bad]!r}")
         return row
     encoder = model.input_encoder

@@ -17,7 +17,6 @@ from support import ZOO_PROGRAM_34 as PROGRAM_34
 
 pq = pytest.importorskip("pyarrow.parquet", reason="the zoo extra (pyarrow) is not installed")
 
-from compiler.fuzzing.differential import same_value
 from compiler.lab.zoo import engines
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.lab.zoo.audit import audit_folder, audit_record
@@ -28,6 +27,7 @@ from compiler.lab.zoo.records import MEMORY, OK, TIMEOUT, program_records, run_w
 from compiler.lab.zoo.sampling import draw, rebuild
 from compiler.lab.zoo.shards import ZooFolderError, shard_path
 from compiler.lab.zoo.variants import compile_variants
+from compiler.model.agree import same_value
 from rasp import rasp
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

@@ -11,7 +11,6 @@ import pytest
 pytest.importorskip("pyarrow", reason="the zoo extra (pyarrow) is not installed")
 
 from compiler import compile_rasp
-from compiler.fuzzing.differential import same_value
 from compiler.lab.circuits.components import network
 from compiler.lab.circuits.variants import reparametrise
 from compiler.lab.zoo import weights as zoo_weights
@@ -20,6 +19,7 @@ from compiler.lab.zoo.records import OK, program_records, run_weights
 from compiler.lab.zoo.sampling import rebuild
 from compiler.lab.zoo.variants import compile_variants
 from compiler.lab.zoo.verify import check_circuit
+from compiler.model.agree import same_value
 from rasp import rasp
 
 # Small random programs (the first two compile).

@@ -16,9 +16,10 @@ from compiler import compile_rasp
 from compiler.errors import CompilerError, InvalidInputError
 from compiler.examples import EXAMPLES
 from compiler.fuzzing import numpy_forward, random_programs
-from compiler.fuzzing.differential import run_model, same_value
+from compiler.fuzzing.differential import run_model
 from compiler.fuzzing.driver import SETTINGS
 from compiler.fuzzing.program_spec import build
+from compiler.model.agree import same_value
 from compiler.passes.reuse import SEPARATOR
 from rasp import lib, rasp
 
