@@ -16,13 +16,7 @@ import numpy as np
 
 from compiler import compile_rasp
 from compiler.examples import EXAMPLES
-from compiler.lab.circuits.ablation import InputDistribution
-from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge
-from compiler.lab.circuits.components import network
-from compiler.lab.circuits.measure import measure_circuit, setup
-from compiler.lab.circuits.pipeline import record_of
-from compiler.lab.circuits.scoring import score
-from compiler.lab.circuits.variants import Variant
+from compiler.lab.circuits import InputDistribution, Variant, measure_circuit, network, record_of, run_eap, score, scores_by_edge, setup
 
 print("| program | edges | circuit (auto-circuit names) | verified | auto-circuit EAP ROC AUC | AP | best F1 |")
 print("|---|---|---|---|---|---|---|")

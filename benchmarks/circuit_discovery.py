@@ -30,12 +30,19 @@ from compiler.examples import EXAMPLES
 from compiler.fuzzing.driver import SETTINGS
 from compiler.fuzzing.program_spec import build
 from compiler.fuzzing.random_programs import generate
-from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution
-from compiler.lab.circuits.measure import setup
-from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores
-from compiler.lab.circuits.pipeline import measured
-from compiler.lab.circuits.scoring import score
-from compiler.lab.circuits.variants import keeps_outputs, make_variant
+from compiler.lab.circuits import (
+    ABLATIONS,
+    SHARP,
+    InputDistribution,
+    acdc_scores,
+    eap_scores,
+    edge_patching_scores,
+    keeps_outputs,
+    make_variant,
+    measured,
+    score,
+    setup,
+)
 from compiler.model.jit_cache import enable_compilation_cache
 from rasp import rasp
 from rasp.errors import RaspEvaluationError

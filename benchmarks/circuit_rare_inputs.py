@@ -22,12 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from compiler.examples import EXAMPLES
-from compiler.lab.circuits.ablation import InputDistribution
-from compiler.lab.circuits.measure import setup
-from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores
-from compiler.lab.circuits.pipeline import measured
-from compiler.lab.circuits.scoring import score
-from compiler.lab.circuits.variants import keeps_outputs, make_variant
+from compiler.lab.circuits import SHARP, InputDistribution, acdc_scores, eap_scores, edge_patching_scores, keeps_outputs, make_variant, measured, score, setup
 from rasp import rasp
 
 METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),

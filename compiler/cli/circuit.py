@@ -2,7 +2,7 @@
 
     tracr-compile circuit --example reverse --ablation mean --variant a --out reverse_mean
 
-writes `reverse_mean.json` (a `compiler.lab.circuits.record.CircuitRecord`, one per ablation
+writes `reverse_mean.json` (a `compiler.lab.circuits.CircuitRecord`, one per ablation
 when several are asked for: `<out>_<ablation>.json`) and `<out>.png` / `<out>_<ablation>.png`,
 and prints one line per ablation: edges in the circuit, the verification, the difference from the
 structural circuit.
@@ -69,16 +69,13 @@ def _program(args: argparse.Namespace):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from compiler.lab.circuits.ablation import InputDistribution, check_ablation
-    from compiler.lab.circuits.picture import draw
-    from compiler.lab.circuits.pipeline import circuit_records
-    from compiler.lab.circuits.variants import parse
+    from compiler.lab.circuits import InputDistribution, check_ablation, circuit_records, draw, parse_variant
 
     ablations = [a.strip() for a in args.ablation.split(",")]
     try:
         for ablation in ablations:
             check_ablation(ablation)
-        parse(args.variant)
+        parse_variant(args.variant)
     except ValueError as error:
         raise UsageError(str(error)) from None
     if args.inputs < 2:

@@ -457,6 +457,9 @@ def to_transformer_lens(model: CompiledModel, device: str = "cpu", *, projection
             ExportRouteWarning,
             stacklevel=2,
         )
+    # An MLP's input gets its own hook (`blocks.<b>.hook_mlp_in`), as the circuit records name it:
+    # a gradient there is the MLP's alone, where `hook_resid_mid`'s also holds the skip path's.
+    tl_model.set_use_hook_mlp_in(True)
     info = dataclasses.replace(exported.info, transformer_lens_version=version, route=route)
     object.__setattr__(tl_model, "export_info", info)
     for name in guarded:

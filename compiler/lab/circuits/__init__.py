@@ -19,6 +19,56 @@ Modules, in reading order:
 * ``pipeline``: one call from a program to a verified record per ablation.
 * ``picture``: the circuit drawn over the component graph.
 * ``auto_circuit_bridge``: runs the auto-circuit package on the TransformerLens export.
+
+Entry points, importable from here: `circuit_records` (a program to verified records),
+`CircuitRecord` (the record and its JSON file), `InputDistribution` and `ABLATIONS` (what is
+ablated and on which inputs), `score` (any method's edge scores against a record), the reference
+methods (`edge_patching_scores`, `acdc_scores`, `eap_scores`, `SHARP`), the dial
+(`make_variant`, `parse_variant`, `keeps_outputs`, `Variant`), the lower layers the benchmarks
+drive (`network`, `setup`, `measure_circuit`, `measured`, `record_of`), the picture (`draw`) and
+the auto-circuit bridge (`run_eap`, `scores_by_edge`).
 """
 
-__all__: list[str] = []
+from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution, check_ablation
+from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge
+from compiler.lab.circuits.components import Component, Edge, Network, Port, network
+from compiler.lab.circuits.measure import measure_circuit, setup
+from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_scores, edge_patching_scores
+from compiler.lab.circuits.picture import draw
+from compiler.lab.circuits.pipeline import Measurement, circuit_records, measured, record_of
+from compiler.lab.circuits.record import CircuitRecord, Verification
+from compiler.lab.circuits.scoring import Score, score
+from compiler.lab.circuits.variants import Variant, keeps_outputs, make_variant
+from compiler.lab.circuits.variants import parse as parse_variant
+
+__all__ = [
+    "ABLATIONS",
+    "SHARP",
+    "CircuitRecord",
+    "Component",
+    "Edge",
+    "InputDistribution",
+    "Measurement",
+    "Network",
+    "Port",
+    "Score",
+    "Variant",
+    "Verification",
+    "acdc_scores",
+    "check_ablation",
+    "circuit_records",
+    "draw",
+    "eap_scores",
+    "edge_patching_scores",
+    "keeps_outputs",
+    "make_variant",
+    "measure_circuit",
+    "measured",
+    "network",
+    "parse_variant",
+    "record_of",
+    "run_eap",
+    "score",
+    "scores_by_edge",
+    "setup",
+]

@@ -9,9 +9,11 @@ upstream of the port; ablating it replaces that source's term in that port's inp
 `network(model, projection)` turns a `CompiledModel` (optionally run in a compressed residual of
 width d through a `[D, d]` projection, as `compression` does) into a `Network`: dense weights in
 the stream's own basis, padded per layer to a common head width (zero columns change nothing),
-with the components named twice: in the project's labels ("layer 0 attn head 1") and in the hook
-names of the TransformerLens export (`blocks.0.attn.hook_result`, head 1) and auto-circuit's node
-names ("A0.1"). Everything is numpy; `compiler.lab.circuits.patching` runs it in JAX.
+with the components named three times: in the project's labels ("layer 0 attn head 1"), in the
+hooks of the TransformerLens export that fire by default (`blocks.0.attn.hook_z`, head 1, with
+`W_O`, the export's weight that carries that head's slice into the residual stream), and in
+auto-circuit's node names ("A0.1"). Everything is numpy; `compiler.lab.circuits.patching` runs it
+in JAX.
 """
 
 from __future__ import annotations
@@ -39,8 +41,11 @@ class Component:
     `kind` is "embed", "head", "mlp" or "unembed"; `block` the transformer block (TransformerLens'
     `blocks.<block>`), `head` the head index within it. `hook` / `hook_head` is where the
     TransformerLens export holds what the component writes (for the unembedding: the final
-    residual it reads); `auto_circuit` the node name auto-circuit gives it. `writes` names the
-    s-ops (residual label prefixes) the component writes in the exact model.
+    residual it reads); `hook_weight` names the export's weight that carries a head's slice of
+    the hook into the residual stream (`blocks.<b>.attn.W_O`: the write is
+    `hook[..., hook_head, :] @ W_O[hook_head]`), "" where the hook is the write itself.
+    `auto_circuit` is the node name auto-circuit gives it. `writes` names the s-ops (residual
+    label prefixes) the component writes in the exact model.
     """
 
     name: str
@@ -51,17 +56,27 @@ class Component:
     hook_head: int | None = None
     auto_circuit: str = ""
     writes: tuple[str, ...] = ()
+    hook_weight: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class Port:
-    """An input of a component: a head's `q` / `k` / `v`, or `in` (MLP, unembedding)."""
+    """An input of a component: a head's `q` / `k` / `v`, or `in` (MLP, unembedding).
+
+    `hook` / `hook_head` is where the TransformerLens export holds what the port reads: a
+    head's `blocks.<b>.attn.hook_q` (`hook_k`, `hook_v`), which is the residual read through
+    `hook_weight` (`blocks.<b>.attn.W_Q`: `resid @ W_Q[hook_head]`, so a gradient there maps
+    back to the residual as `grad[..., hook_head, :] @ W_Q[hook_head].T`); an MLP's
+    `blocks.<b>.hook_mlp_in` and the unembedding's last `hook_resid_post` read the residual
+    itself (`hook_weight` "").
+    """
 
     component: str
     port: str
     hook: str
     hook_head: int | None
     auto_circuit: str
+    hook_weight: str = ""
 
     @property
     def name(self) -> str:
@@ -70,7 +85,8 @@ class Port:
 
 @dataclasses.dataclass(frozen=True)
 class Edge:
-    """Source component -> destination port, with its names in the three vocabularies."""
+    """Source component -> destination port, with its names in the three vocabularies (the
+    hook weights: `Component.hook_weight`, `Port.hook_weight`)."""
 
     src: str
     dst: str  # the port's name, "<component>.<port>"
@@ -79,6 +95,8 @@ class Edge:
     dst_hook: str
     dst_hook_head: int | None
     auto_circuit: str
+    src_hook_weight: str = ""
+    dst_hook_weight: str = ""
 
     @property
     def name(self) -> str:
@@ -144,7 +162,7 @@ class Network:
             for src in self.sources[:count]:
                 found.append(
                     Edge(src.name, port.name, src.hook, src.hook_head, port.hook, port.hook_head,
-                         f"{src.auto_circuit}->{port.auto_circuit}")
+                         f"{src.auto_circuit}->{port.auto_circuit}", src.hook_weight, port.hook_weight)
                 )
         return tuple(found)
 
@@ -274,10 +292,11 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
             for h in range(len(heads)):
                 name = head_name(block, h)
                 for port in PORTS:
-                    ports.append(Port(name, port, f"blocks.{block}.hook_{port}_input", h, f"A{block}.{h}.{port.upper()}"))
+                    ports.append(Port(name, port, f"blocks.{block}.attn.hook_{port}", h, f"A{block}.{h}.{port.upper()}",
+                                      f"blocks.{block}.attn.W_{port.upper()}"))
             for h, weights in enumerate(heads):
-                sources.append(Component(head_name(block, h), "head", block, h, f"blocks.{block}.attn.hook_result", h,
-                                         f"A{block}.{h}", _written(labels, weights.w_o)))
+                sources.append(Component(head_name(block, h), "head", block, h, f"blocks.{block}.attn.hook_z", h,
+                                         f"A{block}.{h}", _written(labels, weights.w_o), f"blocks.{block}.attn.W_O"))
             layers.append(_stack_heads(heads, projection))
         else:
             weights = mlp_weights(model, index)

@@ -324,8 +324,9 @@ def distribute_heads(net: Network, copies: int = COPIES, seed: int = 0, shares: 
                 index = h * copies + j
                 copy = f"{name} copy {j}"
                 for port in PORTS:
-                    ports.append(Port(copy, port, f"blocks.{original.block}.hook_{port}_input", index,
-                                      f"A{original.block}.{index}.{port.upper()}"))
+                    ports.append(Port(copy, port, f"blocks.{original.block}.attn.hook_{port}", index,
+                                      f"A{original.block}.{index}.{port.upper()}",
+                                      f"blocks.{original.block}.attn.W_{port.upper()}"))
                 sources.append(dataclasses.replace(original, name=copy, head=index, hook_head=index,
                                                    auto_circuit=f"A{original.block}.{index}"))
                 w_o.append(np.asarray(layer.w_o[h], np.float64) * shares[head, j])

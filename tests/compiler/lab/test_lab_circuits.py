@@ -269,8 +269,8 @@ def test_record_round_trips_through_json(frac_prevs, tmp_path):
     loaded = CircuitRecord.load(path)
     assert loaded == record
     hooks = loaded.hook_truth()
-    assert hooks[("hook_pos_embed", None, "blocks.0.hook_q_input", 0)]
-    assert not hooks[("hook_embed", None, "blocks.0.hook_q_input", 0)]
+    assert hooks[("hook_pos_embed", None, "blocks.0.attn.hook_q", 0)]
+    assert not hooks[("hook_embed", None, "blocks.0.attn.hook_q", 0)]
     assert loaded.auto_circuit_truth()["Resid Start->A0.0.Q"]  # either embedding counts
     assert loaded.auto_circuit_truth()["A0.0->Resid End"]
 
