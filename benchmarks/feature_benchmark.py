@@ -43,22 +43,32 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from compiler.io.atomic import atomic_write_text
-from compiler.lab.features.dictionary import true_dictionary
-from compiler.lab.features.evaluation import accuracy_of, rasp_references
-from compiler.lab.features.metrics import (
+from compiler.lab.features import (
+    STAGES,
+    ShardReader,
+    Site,
+    SiteRunner,
+    Stage,
     TopKOf,
+    accuracy_of,
+    build_stage,
+    causal_use,
     cofiring,
     data_profile,
+    dense_codes,
     dictionary_mcc,
     ground_truth,
+    loss_plot,
     perfect_coder,
+    rasp_references,
+    recovery_plot,
+    residual_sites,
+    sample_ids,
+    spliced_accuracy,
+    stream_activations,
     synthetic_scores,
+    true_dictionary,
 )
-from compiler.lab.features.plots import loss_plot, recovery_plot
-from compiler.lab.features.sites import Site, SiteRunner, residual_sites
-from compiler.lab.features.splice import causal_use, spliced_accuracy
-from compiler.lab.features.stages import STAGES, Stage, build_stage, sample_ids
-from compiler.lab.features.stream import ShardReader, dense_codes, stream_activations
 from compression.analytic import interference_bound, packed_projection
 
 ZIPF = 1.0
@@ -161,7 +171,7 @@ def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folde
     """Train one SAELens SAE (latents = true directions) on a training pool of ``tokens`` activations
     (``warmup`` steps of linear warm-up, the last ``decay`` steps decaying linearly to 0) and score
     it on ``eval_tokens`` held-out activations (other inputs), spliced and causally."""
-    from compiler.lab.features.sae import TorchCoder, train_sae
+    from compiler.lab.features import TorchCoder, train_sae
 
     model = stage.compiled
     site = Site("resid", len(model.config.layers))

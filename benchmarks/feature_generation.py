@@ -30,9 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from compiler import compile_rasp, load_model, save_model
-from compiler.lab.features.sites import Site
-from compiler.lab.features.stages import STAGES, build_stage
-from compiler.lab.features.stream import default_batch, stream_activations
+from compiler.lab.features import STAGES, Site, build_stage, default_batch, stream_activations
 
 
 def model_and_projection(stage: str, model_path: Path, projection_path: Path):

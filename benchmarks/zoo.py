@@ -44,9 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.lab.zoo.config import DEFAULT_VARIANTS, ZooConfig
-from compiler.lab.zoo.generate import generate_zoo
-from compiler.lab.zoo.sampling import draw
+from compiler.lab.zoo import DEFAULT_VARIANTS, ZooConfig, draw, generate_zoo
 
 TRACR_PYTHON = Path("/work/wt/venvs/tracr/bin/python")
 TRACR_SNIPPET = r"""
@@ -173,7 +171,7 @@ def tracr_ratio(config: ZooConfig, sample: int, python: Path) -> dict | None:
     fair ratio: a refusal is quick)."""
     from compiler import compile_rasp
     from compiler.errors import CompilerError
-    from compiler.lab.zoo.sampling import rebuild
+    from compiler.lab.zoo import rebuild
 
     drawn = [d for d in (draw(config, i) for i in range(sample * 2)) if d.origin == "random"][:sample]
     ours = []

@@ -9,7 +9,7 @@ import re
 import sys
 
 from compiler.cli.args import UsageError
-from compiler.lab.zoo.config import VARIANTS, VOCAB_KINDS, ZooConfig
+from compiler.lab.zoo import VARIANTS, VOCAB_KINDS, ZooConfig
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+))?\s*$")
 
@@ -99,8 +99,7 @@ def generate(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise UsageError(str(error)) from None
-    from compiler.lab.zoo.generate import generate_zoo
-    from compiler.lab.zoo.shards import ZooFolderError
+    from compiler.lab.zoo import ZooFolderError, generate_zoo
 
     try:
         summary = generate_zoo(args.out, config, engine=args.engine, jobs=args.jobs, address=args.address,
@@ -131,7 +130,7 @@ def audit(args: argparse.Namespace) -> int:
     Raises:
       UsageError: the folder holds no zoo shards.
     """
-    from compiler.lab.zoo.audit import audit_folder
+    from compiler.lab.zoo import audit_folder
 
     try:
         report = audit_folder(args.folder, progress=not args.quiet)

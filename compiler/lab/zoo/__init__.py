@@ -16,6 +16,56 @@ Modules in reading order:
 * ``generate`` — ``generate_zoo``, the run with its progress bar.
 * ``loader`` — shards to padded batches for PyTorch or JAX meta-model training.
 * ``audit`` — re-verify a published zoo from its files: every record's weights against RASP.
+
+Entry points, importable from here: ``ZooConfig`` (with ``VARIANTS``, ``DEFAULT_VARIANTS``,
+``VOCAB_KINDS``), ``generate_zoo``, ``audit_folder``, ``iterate_batches`` / ``BatchShape``,
+``draw`` / ``rebuild`` and ``ZooFolderError``. They load lazily (PEP 562), like ``compiler``'s:
+the shards, loader and audit need pyarrow (the ``zoo`` extra), and the CLI reads ``config``
+without it.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "ZooConfig": "compiler.lab.zoo.config",
+    "DEFAULT_VARIANTS": "compiler.lab.zoo.config",
+    "VARIANTS": "compiler.lab.zoo.config",
+    "VOCAB_KINDS": "compiler.lab.zoo.config",
+    "draw": "compiler.lab.zoo.sampling",
+    "rebuild": "compiler.lab.zoo.sampling",
+    "generate_zoo": "compiler.lab.zoo.generate",
+    "ZooFolderError": "compiler.lab.zoo.shards",
+    "BatchShape": "compiler.lab.zoo.loader",
+    "iterate_batches": "compiler.lab.zoo.loader",
+    "audit_folder": "compiler.lab.zoo.audit",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'compiler.lab.zoo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "DEFAULT_VARIANTS",
+    "VARIANTS",
+    "VOCAB_KINDS",
+    "BatchShape",
+    "ZooConfig",
+    "ZooFolderError",
+    "audit_folder",
+    "draw",
+    "generate_zoo",
+    "iterate_batches",
+    "rebuild",
+]
