@@ -141,7 +141,7 @@ ROOT = DOCS.parent
 
 
 def _doc_files() -> list[pathlib.Path]:
-    return sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+    return sorted(DOCS.glob("*.md")) + sorted(DOCS.glob("results/*.md")) + [ROOT / "README.md"]
 
 
 def outside_citations(text: str, where: pathlib.Path) -> list[str]:
@@ -163,7 +163,7 @@ def outside_citations(text: str, where: pathlib.Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", _doc_files(), ids=lambda path: path.name)
+@pytest.mark.parametrize("path", _doc_files(), ids=lambda path: path.relative_to(ROOT).as_posix())
 def test_docs_cite_nothing_outside_the_repository(path: pathlib.Path) -> None:
     found = outside_citations(path.read_text(encoding="utf-8"), path)
     assert not found, f"{path.name} cites what is not in the repository:\n" + "\n".join(found)
