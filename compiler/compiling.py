@@ -16,6 +16,7 @@ from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.encoders import InputEncoder
 from compiler.model.from_craft import model_from_craft
+from compiler.model.reuse import first_owners
 from compiler.passes import nodes
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
 from compiler.passes.discretise import discretise_numerical_inputs
@@ -26,7 +27,6 @@ from compiler.passes.lower import LoweringOptions, lower
 from compiler.passes.optimize import FACTOR_QK, NARROW_LOOKUPS, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.outputs import Outputs
 from compiler.passes.readout import trace_values
-from compiler.passes.reuse import first_owners
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes
 from compiler.passes.sums import expand_sums
 from compiler.passes.validate import check_graph, warn_causal_semantics
@@ -103,7 +103,7 @@ def compile_rasp(
         matrices are estimated (`compiler.passes.size_estimate`) to take more than this many
         bytes while compiling (default 1 GiB); a quarter of it or more gives a
         `ModelSizeWarning`. None disables the check.
-      reuse_residual: opt-in residual reuse (`compiler.passes.reuse`): a value written after
+      reuse_residual: opt-in residual reuse (`compiler.model.reuse`): a value written after
         another's last read takes its residual slot, which an MLP clears first (two ReLU units
         per slot). Outputs are unchanged; the stream is narrower, but a slot then has several
         owners (`CompiledModel.residual_reuse`), so tools that read one s-op direction per

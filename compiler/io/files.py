@@ -14,7 +14,7 @@ the parameters as the model keeps them (non-zeros of sparse matrices). The heade
   tensors (name, dtype, shape, bytes; sorted by name), and of both together.
 
 A model compiled with `reuse_residual=True` is written as format version 3: the description
-also holds `residual_reuse`, the owners of every residual slot (`compiler.passes.reuse`), which
+also holds `residual_reuse`, the owners of every residual slot (`compiler.model.reuse`), which
 versions 1 and 2 cannot express (a reader of those refuses the file by its version instead of
 misreading the slots); every other model is still written as version 2, byte for byte as
 before. `load_model` reads format versions 1 (parameters as stored, names without the module
@@ -44,8 +44,8 @@ from compiler.io.atomic import atomic_write_bytes, check_target
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
 from compiler.model.forms import check_forms, choose_forms
+from compiler.model.reuse import SEPARATOR
 from compiler.model.transformer import build
-from compiler.passes.reuse import SEPARATOR
 
 FORMAT = "tracr-compile-model"
 FORMAT_VERSION = 2

@@ -19,7 +19,7 @@ import numpy as np
 from compiler.errors import ModelFileError
 from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear, TiedBlock
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
-from compiler.passes.reuse import Owner, ResidualReuse
+from compiler.model.reuse import Owner, ResidualReuse
 from craft.bases import BasisDirection, VectorSpaceWithBasis
 
 

@@ -3,7 +3,10 @@
 Modules in reading order:
 
 * ``config`` — the JAX-free records that describe a model's shapes (``ModelConfig``, per-layer
-  specs, ``SparseLinear``); produced by ``compiler.passes.assemble``.
+  specs, ``SparseLinear``) and the Haiku parameter keys (``ParamKey``).
+* ``assemble`` — the Craft-to-weights step: a ``CraftModel``'s blocks (the passes' result) as a
+  ``ModelConfig`` and numpy weights keyed like the Haiku params; JAX-free.
+* ``reuse`` — opt-in residual reuse over the assembled weights: several values per coordinate.
 * ``forms`` — the cost model that picks how each weight is applied (dense, rebuild, columns,
   rows, interval) per backend.
 * ``transformer`` — the Haiku decoder-only transformer built from a config and its weights.

@@ -64,7 +64,7 @@ class CompiledModel:
     numerical_error_bound: float | None = None
     numerical_map_errors: Any = None  # {label: (construction, error)} or None when unknown
     # Owners of each residual slot when compiled with `reuse_residual=True`
-    # (`compiler.passes.reuse.ResidualReuse`); None: one direction per coordinate.
+    # (`compiler.model.reuse.ResidualReuse`); None: one direction per coordinate.
     residual_reuse: Any = None
     # Executables compiled ahead of time by `warmup`, by input shape (not copied by `replace`).
     _executables: dict = dataclasses.field(init=False, default_factory=dict, repr=False, compare=False)

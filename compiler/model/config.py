@@ -1,6 +1,6 @@
 """The compiled model's configuration records: shapes, sparsity patterns, labels and flags.
 
-Everything here is numpy only, so the passes (`compiler.passes.assemble`) can produce a
+Everything here is numpy only, so `compiler.model.assemble` can produce a
 `ModelConfig` and its weights without JAX. The Haiku module that runs them is
 `compiler.model.transformer`; `SparseLinear` below records a weight's storage, layout and
 *form* (how the forward pass applies it, chosen by `compiler.model.forms`), and

@@ -4,7 +4,7 @@
 (`constructions.common.in_model`, `constructions.facts.haiku_model`) describe the model as a
 `compiler.passes.layout.CraftModel` (blocks per sub-layer, residual space, embedding tables,
 output space) and call `model_from_craft`, which assembles the weights
-(`compiler.passes.assemble`) and builds the jitted Haiku forward pass from them
+(`compiler.model.assemble`) and builds the jitted Haiku forward pass from them
 (`compiler.model.transformer.build`). `embeddings_from_vectors` writes the embedding tables from
 residual vectors, for callers that describe tokens and positions as Craft vectors.
 """
@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
+from compiler.model.assemble import assemble
 from compiler.model.config import TiedBlock
 from compiler.model.forms import choose_forms
+from compiler.model.reuse import ResidualReuse
+from compiler.model.reuse import reuse_residual as reuse_directions
 from compiler.model.transformer import ModelConfig, ModelOutput, build
-from compiler.passes.assemble import assemble
 from compiler.passes.layout import CraftModel, Embeddings
-from compiler.passes.reuse import ResidualReuse
-from compiler.passes.reuse import reuse_residual as reuse_directions
 from craft.bases import VectorInBasis, VectorSpaceWithBasis
 
 
@@ -34,7 +34,7 @@ class HaikuModel:
     config: ModelConfig
     params: dict
     forward: Callable[..., ModelOutput]
-    # What the residual-reuse pass did (`compiler.passes.reuse`); None when it did not run.
+    # What the residual-reuse pass did (`compiler.model.reuse`); None when it did not run.
     reuse: ResidualReuse | None = None
 
 
@@ -90,7 +90,7 @@ def model_from_craft(
       tied: sub-layers of `craft` the forward pass repeats with the same weights (a compiled
         loop, `compiler.passes.loops`); None runs every sub-layer once.
       reuse_residual: let values written later take the residual slots of values no longer
-        read (`compiler.passes.reuse`): a narrower stream, several owners per slot.
+        read (`compiler.model.reuse`): a narrower stream, several owners per slot.
 
     Returns:
       The config, the Haiku params and `forward(params, ids, projection=None)`.

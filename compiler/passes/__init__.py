@@ -19,11 +19,11 @@
 8. ``layout``: lay out the residual stream and build the embeddings: a ``CraftModel``.
 ``loops`` replaces steps 2-7 for a ``rasp.Loop``: the loop as a program over its state, the
    state's values as a fixed point, the body placed as one tied block ending in its commit MLP.
-9. ``assemble``: turn a ``CraftModel``'s blocks into weight records (``qk_factor`` factors large
-   query-key blocks); called by ``compiler.model.from_craft``.
+``qk_factor`` factors large query-key blocks for the weights.
 
-Nothing here imports JAX; the Haiku model lives in ``compiler.model`` (its JAX-free
-configuration records, which ``assemble`` produces, in ``compiler.model.config``).
+The step after the last pass, from a ``CraftModel``'s blocks to the model's weight records
+(``compiler.model.assemble``, ``compiler.model.reuse``), belongs to ``compiler.model``; nothing
+here imports it, nor JAX.
 """
 
 __all__: list[str] = []

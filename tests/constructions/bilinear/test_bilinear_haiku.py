@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("compiler.passes.assemble")
+pytest.importorskip("compiler.model.assemble")
 
 from compiler.model.from_craft import model_from_craft
 from compiler.passes.layout import CraftModel, Embeddings

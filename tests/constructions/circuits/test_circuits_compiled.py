@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("compiler.passes.assemble")
+pytest.importorskip("compiler.model.assemble")
 
 import rasp
 from compiler import compile_rasp

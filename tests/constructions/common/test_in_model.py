@@ -50,7 +50,7 @@ def test_two_layer_craft_model_matches_numpy():
 
 @pytest.fixture(scope="module")
 def construction_model():
-    pytest.importorskip("compiler.passes.assemble")
+    pytest.importorskip("compiler.model.assemble")
     from constructions.common.in_model import build_construction_model
 
     feats = random_unit_features("res", 64, 32, 0)

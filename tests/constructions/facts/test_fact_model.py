@@ -62,7 +62,7 @@ def test_direct_path_for_single_object_predicates_and_random_db():
 
 
 def test_fact_model_runs_through_haiku(example_db, example_fact_model):
-    pytest.importorskip("compiler.passes.assemble")
+    pytest.importorskip("compiler.model.assemble")
     from constructions.facts.haiku_model import assemble_fact_model
 
     db, model = example_db, example_fact_model

@@ -1,4 +1,4 @@
-"""The residual-reuse pass (`compiler.passes.reuse`): narrower streams, the same outputs.
+"""The residual-reuse pass (`compiler.model.reuse`): narrower streams, the same outputs.
 
 Every model compiled with `reuse_residual=True` is run through the numpy interpreter (no jit, so
 the whole library fits the default run) and compared with `rasp.evaluate` and with the model
@@ -20,7 +20,7 @@ from compiler.fuzzing.differential import run_model
 from compiler.fuzzing.driver import SETTINGS
 from compiler.fuzzing.program_spec import build
 from compiler.model.agree import same_value
-from compiler.passes.reuse import SEPARATOR
+from compiler.model.reuse import SEPARATOR
 from rasp import lib, rasp
 
 SIZE = 5
