@@ -62,12 +62,12 @@ import numpy as np
 from tqdm import tqdm
 
 from compiler import compile_rasp
+from compiler.atomic import check_target
 from compiler.errors import CausalSemanticsWarning, CompilerError
 from compiler.examples import CATALOGUE
 from compiler.fuzzing import checkpoint, driver
 from compiler.fuzzing.buckets import refusal_bucket
 from compiler.fuzzing.program_spec import build, to_source
-from compiler.io.atomic import atomic_write_text, check_target
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compression import evaluation
 from compression.analytic import (
@@ -762,12 +762,12 @@ def _compute(options: ClaimsOptions, todo: Sequence[int], args: argparse.Namespa
             if result.failed:
                 bar.write(failure_line(result))
             if args.results and unsaved >= CHECKPOINT_EVERY:
-                checkpoint.save(args.results, options, results.values(), atomic_write_text)
+                checkpoint.save(args.results, options, results.values())
                 unsaved = 0
     finally:
         bar.close()
         if args.results and unsaved:
-            checkpoint.save(args.results, options, results.values(), atomic_write_text)
+            checkpoint.save(args.results, options, results.values())
 
 
 if __name__ == "__main__":

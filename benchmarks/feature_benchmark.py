@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.io.atomic import atomic_write_text
+from compiler.atomic import atomic_write_text
 from compiler.lab.features import (
     STAGES,
     ShardReader,

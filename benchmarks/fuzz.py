@@ -15,7 +15,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compiler.fuzzing.driver import main
-from compiler.io.atomic import atomic_write_text
 
 if __name__ == "__main__":
-    sys.exit(main(write_text=atomic_write_text))
+    sys.exit(main())

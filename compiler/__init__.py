@@ -2,13 +2,15 @@
 
 The package is laid out in pipeline order: `compiler.passes` (numpy and networkx only),
 `compiler.model` (configuration records, the Haiku transformer, encoders, weight access),
-`compiler.io` (model files, export), `compiler.cli` (the command line) and `compiler.fuzzing`.
+`compiler.io` (model files, export), `compiler.cli` (the command line) and `compiler.fuzzing`;
+at the bottom, `compiler.errors` (the error classes) and `compiler.atomic` (atomic file writes,
+used by every layer that writes files).
 
 The entry points are importable from here: `compile_rasp` (and Tracr's `compile_rasp_to_model`),
 `CompiledModel`, `save_model` / `load_model` and `to_transformer_lens`, with the error classes.
 Names that need JAX are imported on first use (PEP 562), so `import compiler.passes.validate` (or
-`from compiler import validate`) works without JAX; this is the one package besides
-`compression` that loads lazily, because JAX forces it.
+`from compiler import validate`) works without JAX (see docs/architecture.md for the packages
+that load lazily, and why).
 """
 
 from __future__ import annotations

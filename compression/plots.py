@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from compiler.io.atomic import atomic_write
+from compiler.atomic import atomic_write
 
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:

@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     if args.inputs < 2:
         raise UsageError(f"--inputs must be at least 2, got {args.inputs}")
-    from compiler.io.atomic import check_target
+    from compiler.atomic import check_target
 
     stems = [args.out] if len(ablations) == 1 else [f"{args.out}_{a}" for a in ablations]
     for stem in stems:  # refuse a bad destination before measuring

@@ -38,12 +38,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fuzz(args: argparse.Namespace) -> int:
+    from compiler.atomic import check_target
     from compiler.fuzzing.driver import run_arguments
-    from compiler.io.atomic import atomic_write_text, check_target
 
     if args.results is not None:
         check_target(args.results)
-    return run_arguments(args, write_text=atomic_write_text)
+    return run_arguments(args)
 
 
 def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:

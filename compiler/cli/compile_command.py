@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         print(_list_examples())
         return 0
     _check_sources(args)
-    from compiler.io.atomic import check_target
+    from compiler.atomic import check_target
 
     for target in (args.out, args.plot):  # refuse a bad destination before compiling
         if target is not None:

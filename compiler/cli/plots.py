@@ -33,9 +33,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from compiler.atomic import atomic_write
 from compiler.cli.head_notes import head_note
 from compiler.cli.summary import changed_entries
-from compiler.io.atomic import atomic_write
 from compiler.model.compiled_model import ApplyResult, CompiledModel
 from compiler.model.config import AttentionSpec
 from compiler.model.weights import head_weights

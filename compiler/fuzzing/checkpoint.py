@@ -1,10 +1,8 @@
 """Save and resume a fuzz run: its per-program results in one JSON file, written atomically.
 
 A run of 10,000 programs takes hours on a shared machine; a killed run must not lose what it
-has checked. The driver rewrites the file every few programs through the atomic writer it is
-given (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`; this package sits
-beside `compiler.io` and does not import it), so a reader (or a resumed run) always sees a
-complete earlier version. A resumed run keeps the
+has checked. The driver rewrites the file every few programs with one atomic write
+(`compiler.atomic`), so a reader (or a resumed run) always sees a complete earlier version. A resumed run keeps the
 stored results of the same settings and checks only the programs that are missing; `redo`
 drops stored results whose reason matches, so a fix can be re-checked on exactly the programs
 it affects.
@@ -19,15 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from compiler.atomic import atomic_write_text
 from compiler.errors import CompilerError
 from compiler.fuzzing.differential import Outcome
-
-# write_text(path, text): replaces the file at once (a reader never sees a partial file).
-TextWriter = Callable[[Path, str], object]
 
 FORMAT = 1
 
@@ -47,12 +43,12 @@ def settings_key(options: Any) -> dict[str, Any]:
     }
 
 
-def save(path: Path, options: Any, results: Iterable[Any], write_text: TextWriter) -> None:
-    """Write every result (a `driver.ProgramResult`) to `path` with the atomic `write_text`, in
+def save(path: Path, options: Any, results: Iterable[Any]) -> None:
+    """Write every result (a `driver.ProgramResult`) to `path` in one atomic write, in
     program order."""
     rows = [dataclasses.asdict(result) for result in sorted(results, key=lambda r: r.index)]
     text = json.dumps({"settings": settings_key(options), "results": rows}, separators=(",", ":"))
-    write_text(path, text + "\n")
+    atomic_write_text(path, text + "\n")
 
 
 def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) -> dict[int, Any]:

@@ -238,15 +238,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "refusal reason contains TEXT (repeatable)")
 
 
-def main(argv: Sequence[str] | None = None, write_text: checkpoint.TextWriter | None = None) -> int:
-    """The command line (`--help`); `write_text(path, text)` must replace a file atomically and
-    is needed for `--results` (`benchmarks/fuzz.py` passes `compiler.io.atomic.atomic_write_text`)."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (`--help`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_arguments(parser.parse_args(argv), write_text)
+    return run_arguments(parser.parse_args(argv))
 
 
-def run_arguments(args: argparse.Namespace, write_text: checkpoint.TextWriter | None = None) -> int:
+def run_arguments(args: argparse.Namespace) -> int:
     """Run the fuzz the parsed flags describe, print the summary; returns the exit code (1: a
     mismatch or crash was found, 2: a bad flag)."""
     if args.program_timeout <= 0:
@@ -257,9 +256,6 @@ def run_arguments(args: argparse.Namespace, write_text: checkpoint.TextWriter | 
         out=args.out, shrink=not args.no_shrink,
         settings=parse_settings(args.settings) if args.settings else SETTINGS,
     )
-    if args.results and write_text is None:
-        print("error: --results needs an atomic file writer; run benchmarks/fuzz.py", file=sys.stderr)
-        return 2
     try:
         stored = checkpoint.load(args.results, options, ProgramResult, args.redo) if args.results else {}
     except CompilerError as error:
@@ -279,7 +275,7 @@ def run_arguments(args: argparse.Namespace, write_text: checkpoint.TextWriter | 
             if outcome.status in FAILURES:
                 bar.write(f"program {result.index}: {outcome.status} {outcome.reason}")
         if args.results and (done % CHECKPOINT_EVERY == 0 or done == len(todo)):
-            checkpoint.save(args.results, options, results.values(), write_text)
+            checkpoint.save(args.results, options, results.values())
     bar.close()
     ordered = [results[i] for i in sorted(results)]
     print(summary(ordered, time.perf_counter() - started, checked=len(todo)))

@@ -2,7 +2,6 @@
 
 Modules in reading order:
 
-* ``atomic`` — atomic file writes (temporary file, fsync, rename).
 * ``serialize`` — configs and programs as JSON-ready data.
 * ``files`` — ``save_model`` / ``load_model``: safetensors with the description in the header.
 * ``export_info`` — ``ExportInfo``: what an export's tensors mean (ids, decoding, padded heads,

@@ -38,9 +38,9 @@ import jax
 import numpy as np
 import safetensors.numpy
 
+from compiler.atomic import atomic_write_bytes, check_target
 from compiler.errors import ModelFileError
 from compiler.io import serialize
-from compiler.io.atomic import atomic_write_bytes, check_target
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
 from compiler.model.forms import check_forms, choose_forms
@@ -209,7 +209,7 @@ def save_model(
     label: str | None = None,
     storage: Storage = "dense",
 ) -> pathlib.Path:
-    """Write `model` to `path` atomically (`compiler.io.atomic`: temporary file, fsync, rename).
+    """Write `model` to `path` atomically (`compiler.atomic`: temporary file, fsync, rename).
 
     `source` is the program's source text to keep in the file (see `program_source`); `label`
     the program's name (default: the label of `model.program`, if any); `storage` `"dense"`

@@ -13,7 +13,7 @@ from typing import Any
 
 import jax
 
-from compiler.io.atomic import atomic_write_text
+from compiler.atomic import atomic_write_text
 from compression.learned.config import OptimizerConfig
 
 # The experiments run 10-30x fewer steps than the paper's 3e5, so they start the same linear decay

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from compiler.io.atomic import atomic_write, atomic_write_text
+from compiler.atomic import atomic_write, atomic_write_text
 
 CHECKPOINT_FILE = "checkpoint.safetensors"
 RECORD_FILE = "checkpoint.json"

@@ -21,10 +21,10 @@ from compiler import (
     ModelSizeError,
     ModelSizeWarning,
     ValueInferenceError,
+    atomic,
     compile_rasp,
     save_model,
 )
-from compiler.io import atomic
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES
 from rasp import lib, rasp
 
@@ -219,7 +219,7 @@ def test_saving_through_a_symbolic_link_writes_its_file(length_model, tmp_path):
 
 _KILLED_WRITER = """
 import sys, time
-from compiler.io.atomic import atomic_write
+from compiler.atomic import atomic_write
 def write(temporary):
     temporary.write_bytes(b"x" * 100_000)
     print("writing", flush=True)

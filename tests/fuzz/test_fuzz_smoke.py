@@ -98,15 +98,11 @@ def test_shrink_keeps_the_failure_and_reduces_the_program():
 
 
 def test_results_file_resumes_and_redoes(tmp_path, capsys):
-    from compiler.io.atomic import atomic_write_text  # (what benchmarks/fuzz.py passes)
-
     path = tmp_path / "results.json"
     common = ["--seed", "5", "--inputs", "16", "--jax-every", "0", "--quiet", "--results", str(path)]
-    assert driver.main(["-n", "3", *common]) == 2  # no atomic writer: refused
-    assert "atomic file writer" in capsys.readouterr().err and not path.exists()
-    assert driver.main(["-n", "3", *common], atomic_write_text) == 0
+    assert driver.main(["-n", "3", *common]) == 0
     first = path.read_text()
-    assert driver.main(["-n", "5", *common], atomic_write_text) == 0
+    assert driver.main(["-n", "5", *common]) == 0
     out = capsys.readouterr().out
     assert "3 programs stored, 2 to check" in out and "programs: 5" in out
     options = driver.Options(programs=5, seed=5, inputs=16, jax_every=0)
@@ -115,7 +111,7 @@ def test_results_file_resumes_and_redoes(tmp_path, capsys):
     assert first.split('"results":')[1][:200] == path.read_text().split('"results":')[1][:200]
     redone = checkpoint.load(path, options, driver.ProgramResult, redo=["exact"])
     assert all(all(o.status != "exact" for o in r.outcomes) for r in redone.values())
-    assert driver.main(["-n", "5", "--seed", "6", *common[2:]], atomic_write_text) == 2  # other settings
+    assert driver.main(["-n", "5", "--seed", "6", *common[2:]]) == 2  # other settings
     assert "other settings" in capsys.readouterr().err
 
 

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from compiler.io.atomic import atomic_write
+from compiler.atomic import atomic_write
 from compiler.lab.circuits.record import CircuitRecord
 
 PORT_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22, "in": 0.0}

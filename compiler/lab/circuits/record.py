@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.io.atomic import atomic_write_text
+from compiler.atomic import atomic_write_text
 from compiler.lab.circuits.components import Component, Edge
 
 FORMAT = "tracr-compile circuit 2"  # 2: hooks that fire on the default export, with their weights

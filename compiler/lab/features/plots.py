@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from compiler.io.atomic import atomic_write
+from compiler.atomic import atomic_write
 
 
 def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Sequence[dict], title: str) -> pathlib.Path:

@@ -30,7 +30,7 @@ from safetensors.numpy import load_file, save
 from tqdm import tqdm
 
 from compiler import CompiledModel
-from compiler.io.atomic import atomic_write_bytes, atomic_write_text
+from compiler.atomic import atomic_write_bytes, atomic_write_text
 from compiler.lab.features.dictionary import CODE_FLOOR, TrueDictionary, real_positions, true_dictionary
 from compiler.lab.features.sites import Site, SiteRunner
 from compiler.lab.features.stages import sample_ids

@@ -10,7 +10,7 @@ Layout of a dataset folder `out/`:
   convention, so `datasets.load_dataset("parquet", data_dir="out/data")` (or `data_files=`)
   reads the folder as one `train` split.
 
-Each shard is written by `compiler.io.atomic.atomic_write` (temporary file, fsync, rename), so
+Each shard is written by `compiler.atomic.atomic_write` (temporary file, fsync, rename), so
 a shard file that exists is complete: a resumed run keeps it, deletes the hidden temporary file
 of a shard a killed run was writing, and recomputes only missing shards.
 The bytes depend only on the rows (no timestamps), so equal configs give identical files.
@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from compiler.io.atomic import atomic_write, atomic_write_text
+from compiler.atomic import atomic_write, atomic_write_text
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.records import rows_to_table
 

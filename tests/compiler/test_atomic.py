@@ -1,4 +1,4 @@
-"""`compiler.io.atomic`: whole files or nothing, with the permissions of any new file."""
+"""`compiler.atomic`: whole files or nothing, with the permissions of any new file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from compiler.io.atomic import atomic_write, atomic_write_bytes, atomic_write_text
+from compiler.atomic import atomic_write, atomic_write_bytes, atomic_write_text
 
 
 def test_writes_the_content_and_replaces_an_old_file(tmp_path):
