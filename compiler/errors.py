@@ -33,6 +33,19 @@ class InvalidInputError(CompilerError, ValueError):
     """An input to a compiled model (token, length, BOS) is outside what it was compiled for."""
 
 
+class LabError(CompilerError, ValueError):
+    """A laboratory tool (`compiler.lab`: circuits, features, zoos) was asked for something it
+    cannot do: an unknown variant or ablation, a site the model lacks, a bad zoo setting. The
+    message names the argument and what to pass instead. A ValueError too, so callers that
+    caught bad arguments as ValueError still do."""
+
+
+class CompressionError(CompilerError, ValueError):
+    """`compression` was given what it cannot work with: a projection of the wrong shape, an
+    unknown method or objective, a setting out of range, an output with no values. The message
+    names the argument and what to pass instead; a ValueError too, as `LabError`."""
+
+
 class ModelFileError(CompilerError):
     """A model file cannot be read or written.
 

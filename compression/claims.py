@@ -172,7 +172,7 @@ def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStr
     Returns:
       The :class:`Claim`.
     Raises:
-      ValueError: ``w`` does not have one row per residual coordinate.
+      CompressionError: ``w`` does not have one row per residual coordinate.
     """
     structure = structure or residual_structure(task.compiled)
     bound = bound or interference_bound(structure, w)

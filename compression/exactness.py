@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import CompressionError
 from compression.analytic.bound import interference_bound
 from compression.analytic.packing import AnalyticReport, Method, make_projection
 from compression.analytic.structure import ResidualStructure, residual_structure
@@ -65,7 +66,7 @@ def exactness_check(task: CompressionTask, enumerate_limit: int = 5_000, samples
                     seed: int = 0) -> ExactnessCheck:
     """Every input of ``task`` when there are at most ``enumerate_limit``, else ``samples`` drawn."""
     if samples < MIN_SAMPLES:
-        raise ValueError(f"samples={samples}: exactness needs at least {MIN_SAMPLES} sampled inputs")
+        raise CompressionError(f"samples={samples}: exactness needs at least {MIN_SAMPLES} sampled inputs")
     enumerated = task.space.size() <= enumerate_limit
     if enumerated:
         ids = enumerate_inputs(task.space)
@@ -100,7 +101,7 @@ def _distinct_samples(task: CompressionTask, samples: int, seed: int) -> np.ndar
         ids = np.unique(np.concatenate([ids, batch]), axis=0)
         if len(ids) >= samples:
             return ids
-    raise ValueError(f"could not draw {samples} distinct inputs of {task.name}")
+    raise CompressionError(f"could not draw {samples} distinct inputs of {task.name}")
 
 
 def analytic_projection(

@@ -15,6 +15,7 @@ import numpy as np
 
 import rasp
 from compiler import CompiledModel, compile_rasp
+from compiler.errors import CompressionError
 from compression.evaluation import ReferenceSet, build_reference_set
 from compression.learned.frozen import FrozenModel
 from compression.learned.sampling import InputSpace
@@ -51,7 +52,7 @@ class CompressionTask:
 
     def __post_init__(self) -> None:
         if self.model.output_kind == "categorical" and not getattr(self.compiled.output_encoder, "values", True):
-            raise ValueError(f"task {self.name!r}: the program's output has no values (it is None at every "
+            raise CompressionError(f"task {self.name!r}: the program's output has no values (it is None at every "
                              "position), so no projection can be scored against it; there is nothing to compress")
 
     def reference(self, tokens: list[Hashable]) -> list[Any]:

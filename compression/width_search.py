@@ -21,6 +21,7 @@ from typing import Literal
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import CompressionError
 from compression.analysis import pca_baseline
 from compression.analytic.bound import interference_bound
 from compression.analytic.packing import Method, make_projection, min_width, packed_projection, packed_width
@@ -121,9 +122,9 @@ def gd_start(init: str, d: int, structure: ResidualStructure | None, seed: int =
     if init == "orthogonal":
         return None, init
     if init not in GD_INITS:
-        raise ValueError(f"unknown init {init!r}; use one of {', '.join(GD_INITS)}")
+        raise CompressionError(f"unknown init {init!r}; use one of {', '.join(GD_INITS)}")
     if structure is None:
-        raise ValueError(f"init={init!r} needs the model's ResidualStructure")
+        raise CompressionError(f"init={init!r} needs the model's ResidualStructure")
     p = len(structure.protected)
     if init == "packed":
         if d >= min_width(structure, "packed"):
@@ -234,7 +235,7 @@ def scan_down(widths: Sequence[int], reaches: Callable[[int], bool], patience: i
     reached was tried and reached, and a failure only ends the scan after ``patience`` in a row.
     """
     if patience < 1:
-        raise ValueError(f"patience must be >= 1, got {patience}")
+        raise CompressionError(f"patience must be >= 1, got {patience}")
     tried, reached = [], []
     for d in widths:
         tried.append(d)
@@ -258,7 +259,7 @@ def scan_from(start: int, lo: int, hi: int, reaches: Callable[[int], bool],
     of descending from D, which for wide models is most of the cost.
     """
     if not lo <= start <= hi:
-        raise ValueError(f"start={start} is outside [{lo}, {hi}]")
+        raise CompressionError(f"start={start} is outside [{lo}, {hi}]")
     tried, reached = [], []
     for d in range(start, hi + 1):
         tried.append(d)

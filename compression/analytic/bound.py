@@ -55,6 +55,7 @@ import dataclasses
 import numpy as np
 from scipy import sparse
 
+from compiler.errors import CompressionError
 from compiler.model.agree import AGREE_TOLERANCE
 from compression.analytic.readers import FLOAT32_UNIT, Errors, Projection, ReaderParts, projection, reader_parts
 from compression.analytic.view import HeadView, MLPView, ModelView, Noise, NumberPiece
@@ -584,12 +585,12 @@ def interference_bound(structure, w: np.ndarray) -> InterferenceBound:
       The :class:`InterferenceBound`: per sub-layer its deviation and load, and whether every
       output is decoded right on every input (``claims_exact``).
     Raises:
-      ValueError: ``w`` does not have one row per residual coordinate.
+      CompressionError: ``w`` does not have one row per residual coordinate.
     """
     view: ModelView = structure.view
     w = np.asarray(w, np.float64)
     if w.ndim != 2 or w.shape[0] != view.residual_dim:
-        raise ValueError(f"the projection has shape {w.shape}; the model's residual stream needs {view.residual_dim} rows")
+        raise CompressionError(f"the projection has shape {w.shape}; the model's residual stream needs {view.residual_dim} rows")
     proj = projection(view, w)
     protected = list(structure.protected)
     protected_error = 0.0

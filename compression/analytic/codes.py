@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.errors import CompressionError
 from craft.numerics import softmax
 
 
@@ -35,7 +36,7 @@ def exclusive_code(n: int, k: int, one_sided: bool, seed: int = 0, iterations: i
     that k dimensions suffice; the full descent gives a smaller overlap).
     """
     if n < 1 or k < 1:
-        raise ValueError(f"need n >= 1 values and k >= 1 dimensions, got n={n}, k={k}")
+        raise CompressionError(f"need n >= 1 values and k >= 1 dimensions, got n={n}, k={k}")
     if n <= k:
         return np.eye(n, k)
     if one_sided and n <= 2 * k:

@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 
+from compiler.errors import CompressionError
 from compression.analytic.bound import InterferenceBound
 from compression.analytic.codes import exclusive_code, smallest_code
 from compression.analytic.structure import ResidualStructure
@@ -52,7 +53,7 @@ class AnalyticReport:
 def _check_width(structure: ResidualStructure, d: int) -> int:
     p = len(structure.protected)
     if d < p:
-        raise ValueError(f"d={d} is below the {p} protected coordinates of this model (numerical s-ops, one, BOS, "
+        raise CompressionError(f"d={d} is below the {p} protected coordinates of this model (numerical s-ops, one, BOS, "
                          f"attention query/key reads); choose d >= {p}")
     return p
 
@@ -66,7 +67,7 @@ def random_projection(structure: ResidualStructure, d: int, seed: int = 0) -> np
     rest = [i for g in structure.groups for i in g if i not in set(structure.protected)]
     if rest:
         if d == p:
-            raise ValueError(f"d={d} leaves no dimension for the {len(rest)} categorical coordinates; use d > {p}")
+            raise CompressionError(f"d={d} leaves no dimension for the {len(rest)} categorical coordinates; use d > {p}")
         features = random_unit_features("residual", len(rest), d - p, seed)
         w[rest, p:] = features.write
     return w.astype(np.float32)
@@ -136,7 +137,7 @@ def packed_projection(structure: ResidualStructure, d: int, seed: int = 0) -> np
     widths = [_code(len(n.values), n.limit, n.one_sided, seed).shape[1] for n in needs]
     budget = d - p
     if needs and budget < len(needs):
-        raise ValueError(f"d={d} leaves {budget} dimensions for {len(needs)} categorical s-ops; "
+        raise CompressionError(f"d={d} leaves {budget} dimensions for {len(needs)} categorical s-ops; "
                          f"the packed projection needs d >= {p + len(needs)}")
     while sum(widths) > budget:
         widths[int(np.argmax(widths))] -= 1
@@ -168,7 +169,7 @@ def make_projection(structure: ResidualStructure, method: Method, d: int, seed: 
         return random_projection(structure, d, seed)
     if method == "packed":
         return packed_projection(structure, d, seed)
-    raise ValueError(f"unknown analytic method {method!r}; use 'random' or 'packed'")
+    raise CompressionError(f"unknown analytic method {method!r}; use 'random' or 'packed'")
 
 
 def min_width(structure: ResidualStructure, method: Method) -> int:

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.errors import CompressionError
 from compiler.examples import CATALOGUE, EXAMPLES
 from compression import plots
 from compression.analytic.packing import make_projection, min_width, packed_width
@@ -79,10 +80,10 @@ CURVE_POINTS = 6
 
 
 def check_programs(names: Sequence[str]) -> None:
-    """Raise ValueError naming the first of ``names`` that is not in the examples catalogue."""
+    """Raise CompressionError naming the first of ``names`` that is not in the examples catalogue."""
     for name in names:
         if name not in CATALOGUE:
-            raise ValueError(f"unknown program {name!r}; choose from {', '.join(CATALOGUE)}")
+            raise CompressionError(f"unknown program {name!r}; choose from {', '.join(CATALOGUE)}")
 
 
 def program_task(name: str, size: int, optimize: bool = False) -> CompressionTask:

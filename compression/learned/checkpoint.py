@@ -18,6 +18,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from compiler.atomic import atomic_write, atomic_write_text
+from compiler.errors import CompressionError
 
 CHECKPOINT_FILE = "checkpoint.safetensors"
 RECORD_FILE = "checkpoint.json"
@@ -66,14 +67,14 @@ def load_checkpoint(
     if record is None:
         return None
     if record.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"checkpoint format {record.get('format_version')} in {directory} is not {FORMAT_VERSION}")
+        raise CompressionError(f"checkpoint format {record.get('format_version')} in {directory} is not {FORMAT_VERSION}")
     tensors = load_file(str(Path(directory) / CHECKPOINT_FILE))
     leaves, treedef = jax.tree_util.tree_flatten(opt_state_template)
     restored = []
     for i, template in enumerate(leaves):
         value = tensors[f"opt/{i:04d}"]
         if value.shape != np.shape(template) or value.dtype != np.asarray(template).dtype:
-            raise ValueError(f"optimiser leaf {i} in {directory} has shape/dtype {value.shape}/{value.dtype}, "
+            raise CompressionError(f"optimiser leaf {i} in {directory} has shape/dtype {value.shape}/{value.dtype}, "
                              f"expected {np.shape(template)}/{np.asarray(template).dtype}")
         restored.append(value)
     history = {k.split("/", 1)[1]: v for k, v in tensors.items() if k.startswith("history/")}

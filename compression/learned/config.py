@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from compiler.errors import CompressionError
+
 CategoricalTarget = Literal["argmax", "distribution", "margin"]
 LayerTarget = Literal["outputs", "residuals", "written"]
 LayerReduction = Literal["sum", "mean"]
@@ -39,9 +41,9 @@ class OptimizerConfig:
 
     def __post_init__(self) -> None:
         if self.schedule not in ("linear", "warmup_cosine"):
-            raise ValueError(f"unknown schedule {self.schedule!r}; use 'linear' or 'warmup_cosine'")
+            raise CompressionError(f"unknown schedule {self.schedule!r}; use 'linear' or 'warmup_cosine'")
         if not 0.0 <= self.warmup_fraction < 1.0:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+            raise CompressionError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,11 +84,11 @@ class LossConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.margin <= 1.0:
-            raise ValueError(f"margin must be in (0, 1], got {self.margin}")
+            raise CompressionError(f"margin must be in (0, 1], got {self.margin}")
         if not 0.0 <= self.hidden_margin <= 1.0:
-            raise ValueError(f"hidden_margin must be in [0, 1], got {self.hidden_margin}")
+            raise CompressionError(f"hidden_margin must be in [0, 1], got {self.hidden_margin}")
         if min(self.out_weight, self.layer_weight, self.attention_weight, self.hidden_weight) < 0:
-            raise ValueError("loss weights must be >= 0")
+            raise CompressionError("loss weights must be >= 0")
 
     @classmethod
     def exact(cls, balance_outputs: bool = False, written_margin: bool = True) -> LossConfig:
@@ -113,7 +115,7 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.replay_fraction < 1.0:
-            raise ValueError(f"replay_fraction must be in [0, 1), got {self.replay_fraction}")
+            raise CompressionError(f"replay_fraction must be in [0, 1), got {self.replay_fraction}")
 
     def replay_rows(self, batch_size: int) -> int:
         """Rows of a batch of ``batch_size`` drawn from the replay inputs when there are any."""
@@ -146,15 +148,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.d < 1:
-            raise ValueError(f"d must be >= 1, got {self.d}")
+            raise CompressionError(f"d must be >= 1, got {self.d}")
         if self.width is not None and self.width < self.d:
-            raise ValueError(f"width must be >= d = {self.d} (or None), got {self.width}")
+            raise CompressionError(f"width must be >= d = {self.d} (or None), got {self.width}")
         if self.steps < 1 or self.batch_size < 1 or self.chunk_size < 1:
-            raise ValueError("steps, batch_size and chunk_size must all be >= 1")
+            raise CompressionError("steps, batch_size and chunk_size must all be >= 1")
         if not 0 <= self.fade_columns < self.d:
-            raise ValueError(f"fade_columns must be in [0, d) = [0, {self.d}), got {self.fade_columns}")
+            raise CompressionError(f"fade_columns must be in [0, d) = [0, {self.d}), got {self.fade_columns}")
         if not 0.0 < self.fade_fraction <= 1.0:
-            raise ValueError(f"fade_fraction must be in (0, 1], got {self.fade_fraction}")
+            raise CompressionError(f"fade_fraction must be in (0, 1], got {self.fade_fraction}")
 
     @property
     def held_width(self) -> int:
@@ -208,7 +210,7 @@ class GDRecipe:
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.check_every < 1 or self.seeds < 1:
-            raise ValueError("steps, batch_size, check_every and seeds must all be >= 1")
+            raise CompressionError("steps, batch_size, check_every and seeds must all be >= 1")
 
     def train_config(self, d: int, seed: int, residual_dim: int | None = None) -> TrainConfig:
         """The trainer's config for one run at width ``d`` with ``seed`` (held at ``residual_dim``

@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol
 
 import jax
 
+from compiler.errors import CompressionError
+
 OutputKind = Literal["categorical", "numerical"]
 
 
@@ -57,6 +59,6 @@ class FrozenModel:
 
     def __post_init__(self) -> None:
         if self.output_kind not in ("categorical", "numerical"):
-            raise ValueError(f"output_kind must be 'categorical' or 'numerical', got {self.output_kind!r}")
+            raise CompressionError(f"output_kind must be 'categorical' or 'numerical', got {self.output_kind!r}")
         if any(not 0 <= i < self.residual_dim for i in self.one_hot):
-            raise ValueError(f"one_hot holds coordinates outside 0..{self.residual_dim - 1}: {self.one_hot}")
+            raise CompressionError(f"one_hot holds coordinates outside 0..{self.residual_dim - 1}: {self.one_hot}")

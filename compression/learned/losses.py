@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import CompressionError
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compression.learned.config import CategoricalTarget, LayerReduction, LayerTarget, LossConfig
 from compression.learned.frozen import FrozenModel, OutputKind
@@ -98,7 +99,7 @@ def output_loss(
     elif categorical_target == "distribution":
         labels = jax.nn.softmax(target, axis=-1)
     else:
-        raise ValueError(f"unknown categorical_target {categorical_target!r}")
+        raise CompressionError(f"unknown categorical_target {categorical_target!r}")
     per_position = -jnp.sum(labels * jax.nn.log_softmax(predicted, axis=-1), axis=-1)
     return _masked_mean(per_position, mask)
 
@@ -194,7 +195,7 @@ def layer_vectors(residuals: Sequence[jax.Array], target: LayerTarget, include_e
     elif target == "residuals":
         vectors = list(residuals[1:])
     else:
-        raise ValueError(f"unknown layer_target {target!r}; use outputs, residuals or written")
+        raise CompressionError(f"unknown layer_target {target!r}; use outputs, residuals or written")
     return ([residuals[0]] if include_embedding else []) + vectors
 
 
@@ -223,10 +224,10 @@ def layer_loss(
     :func:`layer_vectors`); ``reduction`` sums or averages the D coordinates.
     """
     if len(predicted) != len(target):
-        raise ValueError(f"got {len(predicted)} predicted and {len(target)} target layer vectors")
+        raise CompressionError(f"got {len(predicted)} predicted and {len(target)} target layer vectors")
     reduce = {"sum": jnp.sum, "mean": jnp.mean}.get(reduction)
     if reduce is None:
-        raise ValueError(f"unknown layer_reduction {reduction!r}; use sum or mean")
+        raise CompressionError(f"unknown layer_reduction {reduction!r}; use sum or mean")
     total = jnp.zeros((), jnp.float32)
     for pred, ref in zip(predicted, target):
         total = total + _masked_mean(reduce(jnp.square(pred - ref), axis=-1), mask)

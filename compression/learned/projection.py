@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import CompressionError
 from compression.learned.config import InitMethod
 from craft.numerics import gram as inner_products
 
@@ -25,7 +26,7 @@ def init_projection(
     * ``identity``: the first ``d`` columns of the D x D identity (exact when ``d == D``).
     """
     if d < 1 or residual_dim < 1:
-        raise ValueError(f"need residual_dim >= 1 and d >= 1, got {residual_dim}, {d}")
+        raise CompressionError(f"need residual_dim >= 1 and d >= 1, got {residual_dim}, {d}")
     if method == "orthogonal":
         w = jax.nn.initializers.orthogonal()(key, (residual_dim, d), jnp.float32)
     elif method == "gaussian":
@@ -33,7 +34,7 @@ def init_projection(
     elif method == "identity":
         w = jnp.eye(residual_dim, d, dtype=jnp.float32)
     else:
-        raise ValueError(f"unknown init method {method!r}; use orthogonal, gaussian or identity")
+        raise CompressionError(f"unknown init method {method!r}; use orthogonal, gaussian or identity")
     return (scale * w).astype(jnp.float32)
 
 

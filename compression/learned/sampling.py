@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import CompressionError
 from compression.learned.config import SamplingConfig
 
 
@@ -34,11 +35,11 @@ class InputSpace:
 
     def __post_init__(self) -> None:
         if len(self.vocab) != len(self.token_ids) or not self.vocab:
-            raise ValueError("vocab and token_ids must be non-empty and of equal length")
+            raise CompressionError("vocab and token_ids must be non-empty and of equal length")
         if not 1 <= self.min_length <= self.max_seq_len:
-            raise ValueError(f"need 1 <= min_length <= max_seq_len, got {self.min_length}, {self.max_seq_len}")
+            raise CompressionError(f"need 1 <= min_length <= max_seq_len, got {self.min_length}, {self.max_seq_len}")
         if self.unique_tokens and len(self.vocab) < self.max_seq_len:
-            raise ValueError(
+            raise CompressionError(
                 f"unique_tokens needs at least max_seq_len={self.max_seq_len} tokens, vocab has {len(self.vocab)}"
             )
 
@@ -96,7 +97,7 @@ def use_enumeration(space: InputSpace, config: SamplingConfig) -> bool:
         return False
     if config.mode == "auto":
         return space.size() <= config.enumerate_limit
-    raise ValueError(f"unknown sampling mode {config.mode!r}; use auto, random or enumerate")
+    raise CompressionError(f"unknown sampling mode {config.mode!r}; use auto, random or enumerate")
 
 
 @dataclasses.dataclass(frozen=True)

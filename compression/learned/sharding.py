@@ -14,6 +14,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from compiler.errors import CompressionError
+
 BATCH_AXIS = "batch"
 
 
@@ -40,7 +42,7 @@ class DataParallel:
     def check_batch(self, batch_size: int) -> None:
         """Raise unless the batch splits evenly across the devices."""
         if batch_size % self.num_devices:
-            raise ValueError(
+            raise CompressionError(
                 f"batch_size {batch_size} is not divisible by the {self.num_devices} local devices; "
                 f"use a multiple of {self.num_devices}"
             )

@@ -22,6 +22,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from compiler.errors import CompressionError
 from compression.learned import checkpoint as ckpt
 from compression.learned.config import LossConfig, OptimizerConfig, TrainConfig
 from compression.learned.frozen import FrozenModel
@@ -183,10 +184,10 @@ class Compressor:
         self.model, self.space, self.config = model, space, config
         expected = (model.residual_dim, config.d)
         if initial_projection is not None and np.shape(initial_projection) != expected:
-            raise ValueError(f"initial_projection has shape {np.shape(initial_projection)}, expected {expected} "
+            raise CompressionError(f"initial_projection has shape {np.shape(initial_projection)}, expected {expected} "
                              "(residual_dim, config.d)")
         if config.held_width > model.residual_dim:
-            raise ValueError(f"config.width={config.held_width} exceeds the residual width {model.residual_dim}")
+            raise CompressionError(f"config.width={config.held_width} exceeds the residual width {model.residual_dim}")
         self._initial = None if initial_projection is None else np.asarray(initial_projection, np.float32)
         self.parallel = parallel or data_parallel()
         self.parallel.check_batch(config.batch_size)
@@ -270,7 +271,7 @@ class Compressor:
             pass  # not a readable config: the comparison below refuses it
         for field in ("config", "residual_labels", "space"):
             if record.get(field) != expected[field]:
-                raise ValueError(f"checkpoint in {directory} was written for a different {field}; "
+                raise CompressionError(f"checkpoint in {directory} was written for a different {field}; "
                                  "use another checkpoint directory or the original settings")
         projection, opt_state, history, record = ckpt.load_checkpoint(directory, fresh.opt_state)
         state = self._place(TrainState(jnp.asarray(projection), opt_state, jnp.asarray(record["step"], jnp.int32)))

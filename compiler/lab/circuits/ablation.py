@@ -22,6 +22,7 @@ from collections.abc import Hashable
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import LabError
 from compiler.lab.circuits.components import Network
 from compiler.model.compiled_model import CompiledModel
 
@@ -40,9 +41,9 @@ class InputDistribution:
     def tokens(self, vocab: tuple[Hashable, ...], max_seq_len: int) -> list[list[Hashable]]:
         """`count` token lists (without BOS)."""
         if self.count < 2:
-            raise ValueError(f"an input distribution needs at least 2 inputs, got count={self.count}")
+            raise LabError(f"an input distribution needs at least 2 inputs, got count={self.count}")
         if not 1 <= self.min_length <= max_seq_len:
-            raise ValueError(f"min_length must be in [1, {max_seq_len}], got {self.min_length}")
+            raise LabError(f"min_length must be in [1, {max_seq_len}], got {self.min_length}")
         rng = np.random.default_rng(self.seed)
         vocab = sorted(vocab, key=repr)
         rows = []
@@ -68,7 +69,7 @@ class InputDistribution:
 
 def check_ablation(ablation: str) -> str:
     if ablation not in ABLATIONS:
-        raise ValueError(f"unknown ablation {ablation!r}; expected one of {ABLATIONS}")
+        raise LabError(f"unknown ablation {ablation!r}; expected one of {ABLATIONS}")
     return ablation
 
 

@@ -23,6 +23,7 @@ import functools
 
 import numpy as np
 
+from compiler.errors import LabError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec
 from compiler.model.encoders import EMPTY_THRESHOLD
@@ -261,7 +262,7 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     Returns:
         The network with its sources, ports, dense weights and scored columns.
     Raises:
-        ValueError: `projection` is not `[D, d]`, or `output` names no output of the model.
+        LabError: `projection` is not `[D, d]`, or `output` names no output of the model.
     """
     model = untied(model)
     config = model.config
@@ -269,11 +270,11 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     width = config.residual_width
     projection = np.eye(width, dtype=np.float32) if projection is None else np.asarray(projection, np.float32)
     if projection.ndim != 2 or projection.shape[0] != width:
-        raise ValueError(f"projection must be [D, d] with D = {width} residual dimensions, got {projection.shape}")
+        raise LabError(f"projection must be [D, d] with D = {width} residual dimensions, got {projection.shape}")
     outputs = model.output_columns
     label = output or next(iter(outputs))
     if label not in outputs:
-        raise ValueError(f"output {label!r} is not one of the model's outputs {sorted(outputs)}; pass one of those")
+        raise LabError(f"output {label!r} is not one of the model's outputs {sorted(outputs)}; pass one of those")
     tok = token_embedding(model)
     pos = position_embedding(model)
     sources = [

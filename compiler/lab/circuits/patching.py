@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import LabError
 from compiler.lab.circuits import readout
 from compiler.lab.circuits.ablation import ablated_terms
 from compiler.lab.circuits.components import AttentionLayer, MLPLayer, Network
@@ -435,7 +436,7 @@ def sweep(p: Prepared, keeps: np.ndarray, sharpness: Sequence[float] = SWEEP_SHA
     two (one more compile per bucket for any other count), so one value is run twice.
     """
     if not 1 <= len(sharpness) <= 2:
-        raise ValueError(f"sweep reads divergences at one or two sharpness values, got {tuple(sharpness)}")
+        raise LabError(f"sweep reads divergences at one or two sharpness values, got {tuple(sharpness)}")
     lay = p.layout
     net = lay.net
     before = (lay.shape, net.numerical, net.empty_threshold is not None, lay.weights)

@@ -96,7 +96,7 @@ def circuit_records(program: rasp.SOp, vocab: Sequence[Hashable], max_seq_len: i
         per_position: also measure the per-position circuit.
         seed: seeds the variant (distractors, GD, reparametrisation).
     Raises:
-        ValueError: an unknown variant or ablation.
+        LabError: an unknown variant or ablation.
     """
     for ablation in ablations:
         check_ablation(ablation)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from compiler.atomic import atomic_write_text
+from compiler.errors import LabError
 from compiler.lab.circuits.components import Component, Edge
 
 FORMAT = "tracr-compile circuit 2"  # 2: hooks that fire on the default export, with their weights
@@ -106,7 +107,7 @@ class CircuitRecord:
     def from_json(text: str) -> CircuitRecord:
         data = json.loads(text)
         if data.pop("format", None) != FORMAT:
-            raise ValueError(f"not a circuit record of format {FORMAT!r}")
+            raise LabError(f"not a circuit record of format {FORMAT!r}")
         data["components"] = tuple(Component(**{**c, "writes": tuple(c["writes"])}) for c in data["components"])
         data["edges"] = tuple(Edge(**e) for e in data["edges"])
         data["verification"] = Verification(**data["verification"])

@@ -21,6 +21,8 @@ import math
 import numpy as np
 from scipy.stats import rankdata
 
+from compiler.errors import LabError
+
 
 @dataclasses.dataclass(frozen=True)
 class Score:
@@ -38,9 +40,9 @@ def _check(scores: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarra
     scores = np.asarray(scores, np.float64).ravel()
     truth = np.asarray(truth, bool).ravel()
     if scores.shape != truth.shape:
-        raise ValueError(f"{scores.size} scores for {truth.size} ground-truth edges: give one score per edge, in the record's edge order")
+        raise LabError(f"{scores.size} scores for {truth.size} ground-truth edges: give one score per edge, in the record's edge order")
     if not np.all(np.isfinite(scores)):
-        raise ValueError("scores contain NaN or infinity; give every edge a finite score")
+        raise LabError("scores contain NaN or infinity; give every edge a finite score")
     return scores, truth
 
 
@@ -91,7 +93,7 @@ def score(scores: np.ndarray, truth: np.ndarray) -> Score:
         scores: one finite number per edge, in the record's edge order.
         truth: the ground-truth circuit, one boolean per edge.
     Raises:
-        ValueError: lengths differ or a score is not finite.
+        LabError: lengths differ or a score is not finite.
     """
     f1, threshold = best_f1(scores, truth)
     truth = np.asarray(truth, bool)

@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compiler import compile_rasp
+from compiler.errors import LabError
 from compiler.fuzzing.program_spec import build
 from compiler.fuzzing.random_programs import generate
 from compiler.lab.circuits.components import PORTS, AttentionLayer, MLPLayer, Network, Port, network
@@ -89,9 +90,9 @@ def parse(name: str) -> tuple[str, ...]:
     letters = tuple(part.strip().split("@")[0] for part in name.split("+"))
     unknown = [letter for letter in letters if letter not in LETTERS]
     if unknown or not letters:
-        raise ValueError(f"unknown variant {name!r}; use letters {sorted(LETTERS)} joined by '+' (e.g. 'b+e')")
+        raise LabError(f"unknown variant {name!r}; use letters {sorted(LETTERS)} joined by '+' (e.g. 'b+e')")
     if "b" in letters and "c" in letters:
-        raise ValueError(f"variant {name!r}: b and c are two projections; pick one")
+        raise LabError(f"variant {name!r}: b and c are two projections; pick one")
     squeeze(name)
     return letters
 
@@ -103,18 +104,18 @@ def squeeze(name: str) -> float:
     if not fractions:
         return 1.0
     if len(fractions) > 1 or fractions[0][0].strip() not in ("b", "c", "g"):
-        raise ValueError(f"variant {name!r}: only b or c (a width fraction) or g (an interference level) takes "
+        raise LabError(f"variant {name!r}: only b or c (a width fraction) or g (an interference level) takes "
                          f"'@', once (e.g. 'c@0.6', 'g@0.9')")
     try:
         fraction = float(fractions[0][1])
     except ValueError:
-        raise ValueError(f"variant {name!r}: the width fraction after '@' must be a number in (0, 1]") from None
+        raise LabError(f"variant {name!r}: the width fraction after '@' must be a number in (0, 1]") from None
     if fractions[0][0].strip() == "g":
         if not fraction > 0.0:
-            raise ValueError(f"variant {name!r}: the interference level {fraction} must be positive")
+            raise LabError(f"variant {name!r}: the interference level {fraction} must be positive")
         return 1.0
     if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"variant {name!r}: the width fraction {fraction} must be in (0, 1]")
+        raise LabError(f"variant {name!r}: the width fraction {fraction} must be in (0, 1]")
     return fraction
 
 
@@ -207,7 +208,7 @@ def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: 
         accuracy = float(check.sequence_accuracy(w))
         return w, (f"{method} projection at d={squeezed}, {fraction:g} of the smallest exact width {d} "
                    f"(D={model.config.residual_width}), sequence accuracy {accuracy:.4f} on {check.size} inputs"), accuracy
-    raise ValueError(f"no analytic projection of {program.label!r} is exact below D={model.config.residual_width}")
+    raise LabError(f"no analytic projection of {program.label!r} is exact below D={model.config.residual_width}")
 
 
 def gd_projection(model: CompiledModel, program: rasp.SOp, start: np.ndarray, steps: int = 1_000, seed: int = 0,
@@ -302,7 +303,7 @@ def distribute_heads(net: Network, copies: int = COPIES, seed: int = 0, shares: 
         shares = rng.dirichlet(np.full(copies, CONCENTRATION), size=len(heads))
     shares = np.asarray(shares, np.float64)
     if shares.shape != (len(heads), copies) or np.any(shares <= 0) or not np.allclose(shares.sum(axis=1), 1):
-        raise ValueError(f"shares must be [{len(heads)}, {copies}], positive, each row summing to 1; got {shares.shape}")
+        raise LabError(f"shares must be [{len(heads)}, {copies}], positive, each row summing to 1; got {shares.shape}")
     sources = [c for c in net.sources if c.kind == "embed"]
     ports: list[Port] = []
     layers = []
@@ -416,12 +417,12 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
     Returns:
         The `Variant`.
     Raises:
-        ValueError: an unknown letter, b and c together, or d with a program holding a rasp.Loop.
+        LabError: an unknown letter, b and c together, or d with a program holding a rasp.Loop.
     """
     letters = parse(name)
     notes = []
     if "d" in letters and _has_loop(program):
-        raise ValueError(f"variant {name!r}: distractors are compiled into one model with the program, and a "
+        raise LabError(f"variant {name!r}: distractors are compiled into one model with the program, and a "
                          f"rasp.Loop ({program.label!r}) compiles only alone; use a, b, c, e or f")
     if "d" in letters:
         distractors = distractor_programs(program, vocab, max_seq_len, seed)
@@ -469,7 +470,7 @@ def _has_loop(expr: rasp.RASPExpr) -> bool:
 
 
 def _multi_analytic() -> None:
-    raise ValueError("variant d with b or c: the analytic projection of a several-program model is not "
+    raise LabError("variant d with b or c: the analytic projection of a several-program model is not "
                      "supported by compression (it checks one program against RASP); use d+e")
 
 

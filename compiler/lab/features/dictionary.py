@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from compiler import CompiledModel
+from compiler.errors import LabError
 from compiler.lab.features.sites import Site, SiteRunner, check_site, sparse_matrix
 from compiler.model.config import MODULE_NAME, AttentionSpec, SparseLinear
 from compiler.model.tying import untied
@@ -132,13 +133,13 @@ def true_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray 
         The :class:`TrueDictionary`.
 
     Raises:
-        ValueError: the site does not exist or ``projection`` has the wrong number of rows.
+        LabError: the site does not exist or ``projection`` has the wrong number of rows.
     """
     check_site(compiled, site)
     compiled = untied(compiled)  # a compiled loop: one copy of its tied block per iteration
     width_d = compiled.config.residual_width
     if projection is not None and np.shape(projection)[0] != width_d:
-        raise ValueError(f"projection has {np.shape(projection)[0]} rows; the model's residual has D = {width_d}")
+        raise LabError(f"projection has {np.shape(projection)[0]} rows; the model's residual has D = {width_d}")
     if site.kind == "mlp":
         return _mlp_dictionary(compiled, site, projection)
     labels = compiled.residual_labels
@@ -171,7 +172,7 @@ def hidden_labels(compiled: CompiledModel, index: int) -> tuple[str, ...]:
 def _mlp_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray | None) -> TrueDictionary:
     layer = compiled.config.layers[site.index]
     if layer.activation == "bilinear":
-        raise ValueError(f"{site}: a bilinear (gated) MLP's hidden units are pairs; no per-unit dictionary")
+        raise LabError(f"{site}: a bilinear (gated) MLP's hidden units are pairs; no per-unit dictionary")
     param = np.asarray(compiled.params[f"{MODULE_NAME}/layer_{site.index}"]["w_out"])
     hidden, width_d = layer.w_in.shape[1], compiled.config.residual_width
     matrix = sparse_matrix(layer.w_out, param, hidden, width_d)

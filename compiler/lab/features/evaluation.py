@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 import rasp
 from compiler import CompiledModel
+from compiler.errors import LabError
 from compiler.model.encoders import EMPTY_THRESHOLD, OutputsEncoder
 
 
@@ -44,11 +45,11 @@ def rasp_references(compiled: CompiledModel, programs: Sequence[Any], ids: np.nd
     """Evaluate every program with ``rasp.evaluate`` on every row of ``ids``.
 
     Raises:
-        ValueError: the number of programs differs from the model's outputs.
+        LabError: the number of programs differs from the model's outputs.
     """
     labels = tuple(compiled.output_columns)
     if len(programs) != len(labels):
-        raise ValueError(f"{len(programs)} programs given; the model has {len(labels)} outputs ({labels[:3]}...)")
+        raise LabError(f"{len(programs)} programs given; the model has {len(labels)} outputs ({labels[:3]}...)")
     encoders = _encoders(compiled)
     ids = np.asarray(ids)
     vocab = {i: t for t, i in compiled.input_encoder.token_to_id.items()}
@@ -89,7 +90,7 @@ def accuracy_of(compiled: CompiledModel, refs: References, run: Callable[[np.nda
     program), on ``refs``, ``batch_inputs`` rows at a time, so the whole output never exists at
     once: the 16k-copy model's logits for 10,000 inputs of 65 positions would be 42 GB."""
     if batch_inputs < 1:
-        raise ValueError(f"accuracy_of: batch_inputs must be positive, got {batch_inputs}")
+        raise LabError(f"accuracy_of: batch_inputs must be positive, got {batch_inputs}")
     parts = [_right(compiled, refs, np.asarray(run(refs.ids[s:s + batch_inputs])), slice(s, s + batch_inputs))
              for s in range(0, len(refs.ids), batch_inputs)]
     return _summary(refs, {label: np.concatenate([part[label] for part in parts]) for label in refs.labels})

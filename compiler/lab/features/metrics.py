@@ -34,6 +34,7 @@ from typing import Protocol
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from compiler.errors import LabError
 from compiler.lab.features.dictionary import TrueDictionary
 from craft.bases import ONE_NAME
 
@@ -117,7 +118,7 @@ def data_profile(batches: Iterable[dict[str, np.ndarray]], num_features: int
         low = dense.min(axis=0) if low is None else np.minimum(low, dense.min(axis=0))
         high = dense.max(axis=0) if high is None else np.maximum(high, dense.max(axis=0))
     if low is None:
-        raise ValueError("data_profile: no batches")
+        raise LabError("data_profile: no batches")
     return seen, (low, high)
 
 
@@ -204,7 +205,7 @@ class TopKOf:
 
     def __post_init__(self) -> None:
         if self.k < 1:
-            raise ValueError(f"TopKOf: k must be positive, got {self.k}")
+            raise LabError(f"TopKOf: k must be positive, got {self.k}")
 
     @property
     def decoder(self) -> np.ndarray:
@@ -296,7 +297,7 @@ def cofiring(batches: Iterable[np.ndarray], seed: int = 0) -> Cofiring:
     entries that are on, with wrap-around), two per column, so the data is never held whole.
 
     Raises:
-        ValueError: no rows were given.
+        LabError: no rows were given.
     """
     rng = np.random.default_rng(seed)
     column_hash = row_hashes = None
@@ -316,7 +317,7 @@ def cofiring(batches: Iterable[np.ndarray], seed: int = 0) -> Cofiring:
         rows += len(on)
         on_rows.append(np.packbits(on, axis=1))
     if column_hash is None or rows == 0:
-        raise ValueError("cofiring: no true codes were given")
+        raise LabError("cofiring: no true codes were given")
     _, first, classes = np.unique(column_hash, axis=0, return_index=True, return_inverse=True)
     width = column_hash.shape[0]
     class_on = sum(int(np.unpackbits(packed, axis=1, count=width)[:, first].sum()) for packed in on_rows)
@@ -358,7 +359,7 @@ def synthetic_scores(coder: SparseCoder, truth: GroundTruth, batches: Iterable[t
         sum_res += float(np.sum((x64 - out) ** 2))
         n += len(acts)
     if n == 0:
-        raise ValueError("synthetic_scores: no activations were given")
+        raise LabError("synthetic_scores: no activations were given")
     variance = sum_sq / n - float(np.sum((sum_x / n) ** 2))
     mse = sum_res / n
     explained = (1.0 if mse < 1e-10 else 0.0) if variance < 1e-10 else 1.0 - mse / variance

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.errors import LabError
 from compiler.lab.features.stream import ShardReader
 
 ARCHITECTURES = ("topk", "batchtopk")
@@ -103,16 +104,16 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
 
     Raises:
         ImportError: SAELens is not installed (the message says how).
-        ValueError: unknown architecture, non-positive sizes, or a schedule longer than ``steps``.
+        LabError: unknown architecture, non-positive sizes, or a schedule longer than ``steps``.
     """
     if architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture {architecture!r}: use one of {ARCHITECTURES}")
+        raise LabError(f"architecture {architecture!r}: use one of {ARCHITECTURES}")
     for name, value in (("d_sae", d_sae), ("k", k), ("steps", steps), ("batch_size", batch_size),
                         ("log_every", log_every)):
         if int(value) < 1:
-            raise ValueError(f"train_sae: {name} must be positive, got {value}")
+            raise LabError(f"train_sae: {name} must be positive, got {value}")
     if warmup_steps < 0 or decay_steps < 0 or warmup_steps + decay_steps > steps:
-        raise ValueError(f"train_sae: warmup_steps ({warmup_steps}) and decay_steps ({decay_steps}) must be >= 0 "
+        raise LabError(f"train_sae: warmup_steps ({warmup_steps}) and decay_steps ({decay_steps}) must be >= 0 "
                          f"and fit in steps ({steps})")
     reader = ShardReader(pathlib.Path(folder))
     sae_lens, torch = _import()

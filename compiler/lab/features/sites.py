@@ -35,6 +35,7 @@ from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
 from compiler import CompiledModel
+from compiler.errors import LabError
 from compiler.model.config import MODULE_NAME, AttentionSpec, LayerSpec, ModelConfig, SparseLinear
 from compiler.model.transformer import PRECISION, CompiledTransformer, _ParamGroup, apply_linear, placed
 from compiler.model.tying import untied
@@ -65,18 +66,18 @@ def executed_layers(compiled: CompiledModel) -> tuple[LayerSpec, ...]:
 
 
 def check_site(compiled: CompiledModel, site: Site) -> Site:
-    """``site`` if the model has it, else a ValueError naming the valid range."""
+    """``site`` if the model has it, else a LabError naming the valid range."""
     layers = executed_layers(compiled)
     if site.kind == "resid":
         if not 0 <= site.index <= len(layers):
-            raise ValueError(f"{site}: residual snapshots of this model are 0..{len(layers)}")
+            raise LabError(f"{site}: residual snapshots of this model are 0..{len(layers)}")
     elif site.kind == "mlp":
         mlps = [i for i, layer in enumerate(layers) if not isinstance(layer, AttentionSpec)]
         if site.index not in mlps or layers[site.index].w_in.shape[1] == 0:
             nonempty = [i for i in mlps if layers[i].w_in.shape[1]]
-            raise ValueError(f"{site}: sub-layer {site.index} is not a non-empty MLP; MLP sub-layers: {nonempty}")
+            raise LabError(f"{site}: sub-layer {site.index} is not a non-empty MLP; MLP sub-layers: {nonempty}")
     else:
-        raise ValueError(f"unknown site kind {site.kind!r}; use 'resid' or 'mlp'")
+        raise LabError(f"unknown site kind {site.kind!r}; use 'resid' or 'mlp'")
     return site
 
 
@@ -441,7 +442,7 @@ class SiteRunner:
     def hidden(self, ids: np.ndarray | jax.Array, site: Site) -> jax.Array:
         """``[batch, T, hidden]``: the hidden activations of an MLP site."""
         if site.kind != "mlp":
-            raise ValueError(f"{site}: hidden activations exist at MLP sites only")
+            raise LabError(f"{site}: hidden activations exist at MLP sites only")
         check_site(self.compiled, site)
         return self._at(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, self._tables, site.kind,
                         site.index)[1]
@@ -459,9 +460,9 @@ class SiteRunner:
         """The output when the stream at residual ``site`` is replaced by ``stream``
         (``[batch, T, width]``, e.g. an SAE's reconstruction) and the forward pass goes on."""
         if site.kind != "resid":
-            raise ValueError(f"{site}: splicing replaces a residual snapshot; use Site('resid', k)")
+            raise LabError(f"{site}: splicing replaces a residual snapshot; use Site('resid', k)")
         check_site(self.compiled, site)
         stream = jnp.asarray(stream, jnp.float32)
         if stream.shape[-1] != self.width:
-            raise ValueError(f"spliced stream has width {stream.shape[-1]}; the model's stream has {self.width}")
+            raise LabError(f"spliced stream has width {stream.shape[-1]}; the model's stream has {self.width}")
         return self._from(self.compiled.params, jnp.asarray(ids, jnp.int32), self._w, stream, site.index)

@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 
 from compiler import CompiledModel
+from compiler.errors import LabError
 from compiler.lab.features.dictionary import TrueDictionary, real_positions
 from compiler.lab.features.evaluation import OutputAccuracy, References, accuracy_of
 from compiler.lab.features.metrics import MATCH_COSINE, GroundTruth, SparseCoder, abs_cosines, ground_truth, hungarian
@@ -91,7 +92,7 @@ def causal_use(compiled: CompiledModel, dictionary: TrueDictionary, coder: Spars
     """
     site = dictionary.site
     if site.kind != "resid":
-        raise ValueError(f"{site}: causal use splices a residual snapshot; use Site('resid', k)")
+        raise LabError(f"{site}: causal use splices a residual snapshot; use Site('resid', k)")
     truth = truth or ground_truth(dictionary)
     runner, exact = SiteRunner(compiled, projection), SiteRunner(compiled)
     acts = np.asarray(runner.activations(ids, site))

@@ -40,6 +40,7 @@ import numpy as np
 
 import rasp
 from compiler import CompiledModel, compile_rasp
+from compiler.errors import LabError
 from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
 from compression.analytic.bound import InterferenceBound
 from compression.analytic.structure import ResidualStructure
@@ -69,12 +70,12 @@ class StageSpec:
 
     def __post_init__(self) -> None:
         if self.vocab_size < 2 or self.vocab_size & (self.vocab_size - 1):
-            raise ValueError(f"{self.name}: vocab_size must be a power of two >= 2 (odd multipliers are then "
+            raise LabError(f"{self.name}: vocab_size must be a power of two >= 2 (odd multipliers are then "
                              f"bijections), got {self.vocab_size}")
         if not 1 <= self.output_values <= self.vocab_size:
-            raise ValueError(f"{self.name}: output_values must be in 1..vocab_size, got {self.output_values}")
+            raise LabError(f"{self.name}: output_values must be in 1..vocab_size, got {self.output_values}")
         if self.branches < 1 or not 0 <= self.shifts <= self.lows <= self.branches:
-            raise ValueError(f"{self.name}: need branches >= 1 and 0 <= shifts <= lows <= branches")
+            raise LabError(f"{self.name}: need branches >= 1 and 0 <= shifts <= lows <= branches")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +99,7 @@ class CopySpec:
 
     def __post_init__(self) -> None:
         if self.vocab_size < 2 or self.offsets < 1:
-            raise ValueError(f"{self.name}: need vocab_size >= 2 and offsets >= 1, got {self.vocab_size}, "
+            raise LabError(f"{self.name}: need vocab_size >= 2 and offsets >= 1, got {self.vocab_size}, "
                              f"{self.offsets}")
 
 

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from compiler import CompiledModel
 from compiler.atomic import atomic_write_bytes, atomic_write_text
+from compiler.errors import LabError
 from compiler.lab.features.dictionary import CODE_FLOOR, TrueDictionary, real_positions, true_dictionary
 from compiler.lab.features.sites import Site, SiteRunner
 from compiler.lab.features.stages import sample_ids
@@ -145,12 +146,12 @@ def stream_activations(
         A :class:`StreamReport`.
 
     Raises:
-        ValueError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive.
+        LabError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive.
     """
     batch_inputs = default_batch(compiled) if batch_inputs is None else batch_inputs
     for name, value in (("tokens", tokens), ("batch_inputs", batch_inputs), ("shard_tokens", shard_tokens)):
         if int(value) < 1:
-            raise ValueError(f"stream_activations: {name} must be positive, got {value}")
+            raise LabError(f"stream_activations: {name} must be positive, got {value}")
     folder = pathlib.Path(folder)
     dictionary = true_dictionary(compiled, site, projection)
     compressed, exact = SiteRunner(compiled, projection), SiteRunner(compiled)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from compiler.errors import LabError
 from compiler.examples import CATALOGUE, EXAMPLES
 from compiler.fuzzing.random_programs import KIND_WEIGHTS
 
@@ -95,7 +96,7 @@ class ZooConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise ValueError(f"unknown zoo setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+            raise LabError(f"unknown zoo setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
@@ -105,41 +106,41 @@ def _plain(value: Any) -> Any:
 
 def _range(name: str, value: tuple[int, int], low: int, high: int) -> None:
     if len(value) != 2 or not low <= value[0] <= value[1] <= high:
-        raise ValueError(f"{name} must be an inclusive range (lo, hi) with {low} <= lo <= hi <= {high}, got {value!r}")
+        raise LabError(f"{name} must be an inclusive range (lo, hi) with {low} <= lo <= hi <= {high}, got {value!r}")
 
 
 def check(config: ZooConfig) -> None:
-    """Raise ValueError naming the first bad setting (before any program is drawn)."""
+    """Raise LabError naming the first bad setting (before any program is drawn)."""
     if config.programs < 1:
-        raise ValueError(f"programs must be at least 1, got {config.programs}")
+        raise LabError(f"programs must be at least 1, got {config.programs}")
     if config.shard_size < 1:
-        raise ValueError(f"shard_size must be at least 1, got {config.shard_size}")
+        raise LabError(f"shard_size must be at least 1, got {config.shard_size}")
     bad = [v for v in config.variants if v not in VARIANTS]
     if bad or not config.variants or len(set(config.variants)) != len(config.variants):
-        raise ValueError(f"variants must be distinct names from {', '.join(VARIANTS)}, got {config.variants!r}")
+        raise LabError(f"variants must be distinct names from {', '.join(VARIANTS)}, got {config.variants!r}")
     bad = [op for op in config.operations if op not in KIND_WEIGHTS]
     if bad or not config.operations:
-        raise ValueError(f"unknown operation(s) {bad or '(none given)'}; choose from {', '.join(KIND_WEIGHTS)}")
+        raise LabError(f"unknown operation(s) {bad or '(none given)'}; choose from {', '.join(KIND_WEIGHTS)}")
     bad = [name for name in config.library if name not in CATALOGUE]
     if bad:
-        raise ValueError(f"unknown library program(s) {', '.join(bad)}; choose from {', '.join(CATALOGUE)}")
+        raise LabError(f"unknown library program(s) {', '.join(bad)}; choose from {', '.join(CATALOGUE)}")
     _range("sizes", config.sizes, 1, 64)
     _range("depths", config.depths, 1, 10_000)
     _range("vocab_sizes", config.vocab_sizes, 1, 26)
     _range("max_seq_lens", config.max_seq_lens, 1, 64)
     if config.vocab_kind not in VOCAB_KINDS:
-        raise ValueError(f"vocab_kind must be one of {', '.join(VOCAB_KINDS)}, got {config.vocab_kind!r}")
+        raise LabError(f"vocab_kind must be one of {', '.join(VOCAB_KINDS)}, got {config.vocab_kind!r}")
     for name in ("numerical", "library_share"):
         value = getattr(config, name)
         if value is not None and not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name} must be a probability in [0, 1], got {value}")
+            raise LabError(f"{name} must be a probability in [0, 1], got {value}")
     if config.library_share > 0 and not config.library:
-        raise ValueError("library_share > 0 needs at least one library program")
+        raise LabError("library_share > 0 needs at least one library program")
     if config.inputs < 1:
-        raise ValueError(f"inputs must be at least 1, got {config.inputs}")
+        raise LabError(f"inputs must be at least 1, got {config.inputs}")
     if config.timeout_s <= 0:
-        raise ValueError(f"timeout_s must be positive, got {config.timeout_s}")
+        raise LabError(f"timeout_s must be positive, got {config.timeout_s}")
     if config.gd_steps < 1:
-        raise ValueError(f"gd_steps must be at least 1, got {config.gd_steps}")
+        raise LabError(f"gd_steps must be at least 1, got {config.gd_steps}")
     if config.memory_mb is not None and config.memory_mb < 256:
-        raise ValueError(f"memory_mb must be at least 256 (or None for no limit), got {config.memory_mb}")
+        raise LabError(f"memory_mb must be at least 256 (or None for no limit), got {config.memory_mb}")

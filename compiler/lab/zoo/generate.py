@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from compiler.errors import LabError
 from compiler.lab.zoo import engines, shards
 from compiler.lab.zoo.config import ZooConfig
 
@@ -71,16 +72,16 @@ def generate_zoo(
       A `ZooSummary` of this run.
 
     Raises:
-      ValueError: an unknown engine or bad jobs (before anything is written).
+      LabError: an unknown engine or bad jobs (before anything is written).
       ZooFolderError: `out` holds a zoo generated with other settings.
       ImportError: engine "ray" without Ray installed.
     """
     if engine not in engines.ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(engines.ENGINES)}")
+        raise LabError(f"unknown engine {engine!r}; choose from {', '.join(engines.ENGINES)}")
     if jobs is not None and jobs < 1:
-        raise ValueError(f"jobs must be at least 1, got {jobs}")
+        raise LabError(f"jobs must be at least 1, got {jobs}")
     if address is not None and engine != "ray":
-        raise ValueError("address applies only to engine 'ray'")
+        raise LabError("address applies only to engine 'ray'")
     jobs = jobs or default_jobs()
     folder = pathlib.Path(out)
     todo = shards.prepare(folder, config)

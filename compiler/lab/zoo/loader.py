@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from compiler.errors import LabError
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.lab.zoo.records import OK
 
@@ -46,7 +47,7 @@ class BatchShape:
     def __post_init__(self) -> None:
         for name in ("chunk", "max_chunks", "max_source"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise LabError(f"{name} must be at least 1, got {getattr(self, name)}")
 
 
 def example(row: dict[str, Any], shape: BatchShape) -> dict[str, np.ndarray]:
@@ -122,13 +123,13 @@ def iterate_batches(
       `d_model`, each with a leading batch axis.
 
     Raises:
-      ValueError: a bad batch size or framework (before anything is read).
+      LabError: a bad batch size or framework (before anything is read).
       FileNotFoundError: no shards at `paths`.
     """
     if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        raise LabError(f"batch_size must be at least 1, got {batch_size}")
     if framework not in FRAMEWORKS:
-        raise ValueError(f"framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
+        raise LabError(f"framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
     if isinstance(paths, (str, os.PathLike)):
         files = shard_paths(paths)
     else:

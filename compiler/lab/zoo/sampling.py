@@ -19,6 +19,7 @@ import string
 from collections.abc import Hashable
 from typing import Any
 
+from compiler.errors import LabError
 from compiler.examples import CATALOGUE
 from compiler.fuzzing import program_spec, random_programs
 from compiler.lab.zoo.config import ZooConfig
@@ -30,7 +31,7 @@ MAX_DRAWS = 200
 HEADER = "from rasp import lib, rasp\n\n"
 
 
-class SamplingError(ValueError):
+class SamplingError(LabError):
     """No program satisfying the configuration was found within `MAX_DRAWS` draws."""
 
 
@@ -56,14 +57,14 @@ def program_rng(seed: int, index: int, attempt: int = 0) -> random.Random:
 def rebuild(source: str) -> rasp.SOp:
     """Execute a record's source text and return its `program` s-op.
 
-    Raises ValueError when the text binds no s-op named `program`.
+    Raises LabError when the text binds no s-op named `program`.
     """
     rasp.reset_label_counter()
     namespace: dict[str, Any] = {}
     exec(compile(source, "<zoo program>", "exec"), namespace)
     program = namespace.get("program")
     if not isinstance(program, rasp.SOp):
-        raise ValueError("the source does not bind an s-op named `program`")
+        raise LabError("the source does not bind an s-op named `program`")
     return program
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from compiler.atomic import atomic_write, atomic_write_text
+from compiler.errors import LabError
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.records import rows_to_table
 
@@ -34,7 +35,7 @@ MANIFEST = "zoo.json"
 DATA = "data"
 
 
-class ZooFolderError(ValueError):
+class ZooFolderError(LabError):
     """The output folder holds a different zoo (or something else)."""
 
 

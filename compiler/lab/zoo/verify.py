@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.errors import LabError
 from compiler.lab.circuits.ablation import ABLATIONS
 from compiler.lab.circuits.components import Network
 from compiler.lab.circuits.measure import measure_circuit, outside_changes, setup
@@ -42,11 +43,11 @@ def check_circuit(net: Network, circuit: np.ndarray, ids: np.ndarray) -> dict[st
       JSON data: `inputs`, `scored_outputs` and, under `ablations`, one entry per ablation
       (see the module docstring).
     Raises:
-      ValueError: `circuit` does not have one entry per edge of `net`.
+      LabError: `circuit` does not have one entry per edge of `net`.
     """
     circuit = np.asarray(circuit, bool)
     if circuit.shape != (len(net.edges),):
-        raise ValueError(f"circuit has {circuit.shape} entries; the network has {len(net.edges)} edges")
+        raise LabError(f"circuit has {circuit.shape} entries; the network has {len(net.edges)} edges")
     names = [edge.name for edge in net.edges]
     out: dict[str, Any] = {"inputs": int(len(ids)), "ablations": {}}
     for ablation in ABLATIONS:

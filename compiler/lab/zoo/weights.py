@@ -32,6 +32,7 @@ import re
 import numpy as np
 import safetensors.numpy
 
+from compiler.errors import LabError
 from compiler.io.files import model_tensors, safetensors_bytes
 from compiler.lab.circuits.components import AttentionLayer, Network
 from compiler.model.compiled_model import CompiledModel
@@ -86,7 +87,7 @@ def fold_projection(tensors: dict[str, np.ndarray], w: np.ndarray) -> dict[str, 
         elif _READS.search(name):
             folded[name] = w.T @ t
         else:
-            raise ValueError(f"tensor {name!r} neither reads nor writes the residual stream")
+            raise LabError(f"tensor {name!r} neither reads nor writes the residual stream")
     folded[PROJECTION] = w
     return {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in folded.items()}
 
