@@ -54,7 +54,7 @@ _EXPORTS = {
     "Accuracy": "evaluation", "ReferenceSet": "evaluation", "accuracy": "evaluation",
     "nearest_value_tolerance": "evaluation", "CompressionTask": "task", "frac_prevs_task": "task",
     "frozen_from_compiled": "task", "make_task": "task", "sort_unique_task": "task",
-    "exactness_check": "exactness", "Claim": "claims", "claim_exactness": "claims",
+    "exactness_check": "exactness", "Claim": "claims", "ClaimStatus": "claims", "claim_exactness": "claims",
 }
 
 __all__ = sorted(_EXPORTS)

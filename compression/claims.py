@@ -21,6 +21,7 @@ number within the agree rule's tolerance (:func:`check_tolerance`).
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
 import jax
@@ -42,7 +43,19 @@ SAMPLES = 2_000
 # Random inputs searched for ones on which the tightest margins are spent.
 TIGHTEST_POOL = 20_000
 
-EXACT, NOT_CLAIMED, WRONG_CLAIM = "exact", "not claimed", "wrong claim"
+
+
+class ClaimStatus(enum.StrEnum):
+    """What a claim says of a projection: exact (the bound proves it and the check found no
+    wrong input), not claimed (the bound cannot prove it), or a wrong claim (the bound claimed it
+    and the check found a wrong input: never published as exact)."""
+
+    EXACT = "exact"
+    NOT_CLAIMED = "not claimed"
+    WRONG_CLAIM = "wrong claim"
+
+
+EXACT, NOT_CLAIMED, WRONG_CLAIM = ClaimStatus
 
 
 @dataclasses.dataclass(frozen=True)

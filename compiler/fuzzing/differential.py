@@ -10,6 +10,7 @@ categorical Aggregate that always selects different values).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import itertools
 import random
 import time
@@ -26,7 +27,18 @@ from compiler.model.compiled_model import CompiledModel
 from compiler.passes.validate import validate
 from rasp import rasp
 
-EXACT, REFUSED, MISMATCH, CRASH, UNTESTED = "exact", "refused", "MISMATCH", "CRASH", "untested"
+
+class Verdict(enum.StrEnum):
+    """The class of one differential check (module docstring); the failures are upper case."""
+
+    EXACT = "exact"
+    REFUSED = "refused"
+    MISMATCH = "MISMATCH"
+    CRASH = "CRASH"
+    UNTESTED = "untested"
+
+
+EXACT, REFUSED, MISMATCH, CRASH, UNTESTED = Verdict
 FAILURES = (MISMATCH, CRASH)
 BOS = "BOS"
 

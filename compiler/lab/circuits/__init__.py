@@ -29,7 +29,7 @@ drive (`network`, `setup`, `measure_circuit`, `measured`, `record_of`), the pict
 the auto-circuit bridge (`run_eap`, `scores_by_edge`).
 """
 
-from compiler.lab.circuits.ablation import ABLATIONS, InputDistribution, check_ablation
+from compiler.lab.circuits.ablation import ABLATIONS, Ablation, InputDistribution, check_ablation
 from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge
 from compiler.lab.circuits.components import Component, Edge, Network, Port, network
 from compiler.lab.circuits.measure import measure_circuit, setup
@@ -38,14 +38,16 @@ from compiler.lab.circuits.picture import draw
 from compiler.lab.circuits.pipeline import Measurement, circuit_records, measured, record_of
 from compiler.lab.circuits.record import CircuitRecord, Verification
 from compiler.lab.circuits.scoring import Score, score
-from compiler.lab.circuits.variants import Variant, keeps_outputs, make_variant
+from compiler.lab.circuits.variants import Dial, Variant, keeps_outputs, make_variant
 from compiler.lab.circuits.variants import parse as parse_variant
 
 __all__ = [
     "ABLATIONS",
     "SHARP",
+    "Ablation",
     "CircuitRecord",
     "Component",
+    "Dial",
     "Edge",
     "InputDistribution",
     "Measurement",

@@ -17,6 +17,7 @@ from the vocabulary (without repeats when `unique_tokens`), every row padded to 
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Hashable
 
 import jax.numpy as jnp
@@ -26,7 +27,17 @@ from compiler.errors import LabError
 from compiler.lab.circuits.components import Network
 from compiler.model.compiled_model import CompiledModel
 
-ABLATIONS = ("zero", "mean", "resample")
+
+class Ablation(enum.StrEnum):
+    """What an ablated edge carries instead of its source's term (docs/circuits.md, Definitions).
+    A `str`, so the members compare equal to and serialise as their names."""
+
+    ZERO = "zero"
+    MEAN = "mean"
+    RESAMPLE = "resample"
+
+
+ABLATIONS = tuple(Ablation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +78,21 @@ class InputDistribution:
         return ids
 
 
-def check_ablation(ablation: str) -> str:
+def check_ablation(ablation: str) -> Ablation:
+    """`ablation` as an `Ablation`.
+
+    Args:
+      ablation: "zero", "mean" or "resample" (or the member itself).
+
+    Returns:
+      The member.
+
+    Raises:
+      LabError: any other name.
+    """
     if ablation not in ABLATIONS:
-        raise LabError(f"unknown ablation {ablation!r}; expected one of {ABLATIONS}")
-    return ablation
+        raise LabError(f"unknown ablation {ablation!r}; expected one of {tuple(a.value for a in Ablation)}")
+    return Ablation(ablation)
 
 
 def resample_order(ids: np.ndarray, pad_id: int) -> np.ndarray:

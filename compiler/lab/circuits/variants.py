@@ -42,6 +42,7 @@ variant computes the program (exact for a, b, d, e).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import zlib
 from collections.abc import Hashable
 
@@ -61,8 +62,26 @@ from rasp import rasp
 # Relative noise added to the analytic W before GD (c) trains it back to exactness.
 NOISE = 0.05
 
-LETTERS = {"a": "exact", "b": "analytic superposition", "c": "GD-compressed", "d": "distractors",
-           "e": "reparametrised", "f": "distributed heads", "g": "interference"}
+
+
+class Dial(enum.StrEnum):
+    """The dial's settings, each a letter (the value) with a name that may be written instead
+    (`parse("analytic+reparametrised") == ("b", "e")`); a `str`, so members equal their letters."""
+
+    EXACT = "a"
+    ANALYTIC = "b"
+    GD = "c"
+    DISTRACTORS = "d"
+    REPARAMETRISED = "e"
+    DISTRIBUTED = "f"
+    INTERFERENCE = "g"
+
+
+# What each setting does, in a phrase (the module docstring has the details).
+LETTERS = {Dial.EXACT: "exact", Dial.ANALYTIC: "analytic superposition", Dial.GD: "GD-compressed",
+           Dial.DISTRACTORS: "distractors", Dial.REPARAMETRISED: "reparametrised",
+           Dial.DISTRIBUTED: "distributed heads", Dial.INTERFERENCE: "interference"}
+_ALIASES = {**{m.value: m.value for m in Dial}, **{m.name.lower(): m.value for m in Dial}}
 # f: how many parallel copies each head becomes, and the Dirichlet concentration of their shares
 # (1: uniform over the simplex, so shares are uneven).
 COPIES = 3
@@ -84,13 +103,34 @@ class Variant:
     exact_net: Network | None = None  # f: the exact-basis network with the variant's components (structural circuit)
 
 
+def _parts(name: str) -> list[tuple[str, str]]:
+    """`"reparametrised+c@0.6"` -> `[("e", ""), ("c", "0.6")]`: each part's letter (a name
+    read as its letter; an unknown one kept as written) and what follows its '@'."""
+    parts = []
+    for part in name.split("+"):
+        setting, _, argument = part.strip().partition("@")
+        parts.append((_ALIASES.get(setting.strip().lower(), setting.strip()), argument))
+    return parts
+
+
 def parse(name: str) -> tuple[str, ...]:
-    """`"d+b+e"` -> `("d", "b", "e")`, checked; a width fraction (`"c@0.6"`) is dropped here
-    (`squeeze` reads it)."""
-    letters = tuple(part.strip().split("@")[0] for part in name.split("+"))
+    """`"d+b+e"` (or `"distractors+analytic+reparametrised"`) -> `("d", "b", "e")`, checked; a
+    width fraction (`"c@0.6"`) is dropped here (`squeeze` reads it).
+
+    Args:
+      name: dial settings joined by '+', each a letter or its `Dial` name.
+
+    Returns:
+      The letters, in the order given.
+
+    Raises:
+      LabError: an unknown setting, b and c together, or a bad '@' argument.
+    """
+    letters = tuple(letter for letter, _ in _parts(name))
     unknown = [letter for letter in letters if letter not in LETTERS]
     if unknown or not letters:
-        raise LabError(f"unknown variant {name!r}; use letters {sorted(LETTERS)} joined by '+' (e.g. 'b+e')")
+        names = ", ".join(f"{m.value} ({m.name.lower()})" for m in Dial)
+        raise LabError(f"unknown variant {name!r}; use the settings {names} joined by '+' (e.g. 'b+e')")
     if "b" in letters and "c" in letters:
         raise LabError(f"variant {name!r}: b and c are two projections; pick one")
     squeeze(name)
@@ -100,17 +140,17 @@ def parse(name: str) -> tuple[str, ...]:
 def squeeze(name: str) -> float:
     """The width fraction of a variant name: `"c@0.6"` -> 0.6 (the projection of b or c is
     `0.6` times its smallest exact width, so in deeper superposition than exact), 1.0 without."""
-    fractions = [part.split("@", 1) for part in name.split("+") if "@" in part]
+    fractions = [(letter, argument) for (letter, argument), part in zip(_parts(name), name.split("+")) if "@" in part]
     if not fractions:
         return 1.0
-    if len(fractions) > 1 or fractions[0][0].strip() not in ("b", "c", "g"):
+    if len(fractions) > 1 or fractions[0][0] not in ("b", "c", "g"):
         raise LabError(f"variant {name!r}: only b or c (a width fraction) or g (an interference level) takes "
-                         f"'@', once (e.g. 'c@0.6', 'g@0.9')")
+                       f"'@', once (e.g. 'c@0.6', 'g@0.9')")
     try:
         fraction = float(fractions[0][1])
     except ValueError:
         raise LabError(f"variant {name!r}: the width fraction after '@' must be a number in (0, 1]") from None
-    if fractions[0][0].strip() == "g":
+    if fractions[0][0] == "g":
         if not fraction > 0.0:
             raise LabError(f"variant {name!r}: the interference level {fraction} must be positive")
         return 1.0
@@ -121,8 +161,7 @@ def squeeze(name: str) -> float:
 
 def interference_level(name: str) -> float:
     """The interference level of a variant name: `"g@0.5"` -> 0.5, `"g"` -> INTERFERENCE."""
-    for part in name.split("+"):
-        letter, _, level = part.strip().partition("@")
+    for letter, level in _parts(name):
         if letter == "g":
             return float(level) if level else INTERFERENCE
     return INTERFERENCE

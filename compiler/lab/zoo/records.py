@@ -27,6 +27,7 @@ always for `reparametrised` and `gd`, for every variant with `ZooConfig.measure_
 
 from __future__ import annotations
 
+import enum
 import warnings
 from typing import Any
 
@@ -44,9 +45,21 @@ from compiler.lab.zoo.verify import check_circuit
 from compiler.model.agree import same_outputs
 from rasp import rasp
 
-OK, REFUSED, UNTESTED, MISMATCH, ERROR, TIMEOUT, MEMORY, WRONG_CLAIM = (
-    "ok", "refused", "untested", "mismatch", "error", "timeout", "memory", "wrong_claim",
-)
+
+class Status(enum.StrEnum):
+    """A record's status (docs/zoo.md): ok, or why the row holds no verified model."""
+
+    OK = "ok"
+    REFUSED = "refused"
+    UNTESTED = "untested"
+    MISMATCH = "mismatch"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    WRONG_CLAIM = "wrong_claim"
+
+
+OK, REFUSED, UNTESTED, MISMATCH, ERROR, TIMEOUT, MEMORY, WRONG_CLAIM = Status
 # Variants whose circuit is carried over from another model: always checked on their own weights.
 CHECKED = ("reparametrised", "gd")
 
