@@ -26,6 +26,8 @@ from compiler.errors import LabError
 from compiler.lab.circuits.components import Network
 from compiler.model.compiled_model import CompiledModel
 
+# What an ablated edge can carry instead of its source's term (module docstring). The order
+# matters: `ablated_terms` and the compiled patching programs take an ablation's index here.
 ABLATIONS = ("zero", "mean", "resample")
 
 
@@ -68,6 +70,16 @@ class InputDistribution:
 
 
 def check_ablation(ablation: str) -> str:
+    """`ablation` itself when it names one of `ABLATIONS`, so that callers can refuse a bad name
+    before they sample inputs or compile anything.
+
+    Args:
+        ablation: the ablation's name: "zero", "mean" or "resample".
+    Returns:
+        `ablation`, unchanged.
+    Raises:
+        LabError: `ablation` is not one of `ABLATIONS`.
+    """
     if ablation not in ABLATIONS:
         raise LabError(f"unknown ablation {ablation!r}; expected one of {ABLATIONS}")
     return ablation
