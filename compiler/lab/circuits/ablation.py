@@ -37,6 +37,7 @@ class Ablation(enum.StrEnum):
     RESAMPLE = "resample"
 
 
+# The order matters: `ablated_terms` and the compiled patching programs take an ablation's index here.
 ABLATIONS = tuple(Ablation)
 
 

@@ -72,7 +72,23 @@ def _alias_key_value_cache() -> None:
 
 
 def run_eap(model: CompiledModel, ids: np.ndarray, output_values: int) -> dict[str, float]:
-    """auto-circuit's edge attribution patching on `ids` (`[B, T]`, no PAD); `{edge name: score}`."""
+    """auto-circuit's edge attribution patching on `ids` (`[B, T]`, no PAD); `{edge name: score}`.
+
+    Args:
+        model: the compiled model; it is exported to a TransformerLens 2.x / 3.x
+            `HookedTransformer` (`hooked_transformer`).
+        ids: the clean prompts, `[B, T]` token ids starting with BOS and holding no PAD; each
+            row's corrupt prompt is another row (`resample_order`: the next row, cyclically).
+        output_values: how many logit columns, from the first, are the answers: a prompt's
+            answer is the argmax of those at the last position in the clean run, the others are
+            its wrong answers.
+    Returns:
+        The absolute prune score auto-circuit gives each edge, keyed by its edge name
+        ("A0.1->A1.0.Q"); `scores_by_edge` puts them in a record's edge order.
+    Raises:
+        ImportError: torch, TransformerLens or auto-circuit is not installed (the `circuits`
+            extra).
+    """
     import torch
 
     _alias_key_value_cache()
@@ -96,5 +112,13 @@ def run_eap(model: CompiledModel, ids: np.ndarray, output_values: int) -> dict[s
 
 
 def scores_by_edge(record: CircuitRecord, scores: dict[str, float]) -> np.ndarray:
-    """auto-circuit scores in the record's edge order (0 for an edge auto-circuit lacks)."""
+    """auto-circuit scores in the record's edge order (0 for an edge auto-circuit lacks).
+
+    Args:
+        record: the circuit record whose edges give the order (`Edge.auto_circuit` the names).
+        scores: auto-circuit's scores by edge name, as `run_eap` returns them.
+    Returns:
+        `[E]` floats, one per edge of `record`, ready for `scoring.score`. Both embeddings are
+        auto-circuit's one "Resid Start", so their edges into a port get the same score.
+    """
     return np.array([scores.get(edge.auto_circuit, 0.0) for edge in record.edges])

@@ -56,7 +56,20 @@ class PatchingSetup:
 
 
 def setup(net: Network, ids: np.ndarray, ablation: str) -> PatchingSetup:
-    """Run the unpatched network once and prepare the ablation's reference values."""
+    """Run the unpatched network once and prepare the ablation's reference values.
+
+    Args:
+        net: the network (`components.network`).
+        ids: the sampled inputs, `[B, T]` token ids (BOS first, PAD after each input's end), e.g.
+            `InputDistribution.ids`.
+        ablation: "zero", "mean" or "resample" (`ABLATIONS`).
+    Returns:
+        The `PatchingSetup`: the inputs, what every source's ablated term becomes, the clean
+        outputs and the scored positions, also in the padded layout the compiled patching
+        programs run on. Its single-edge sweeps are cached on it for the methods to share.
+    Raises:
+        LabError: `ablation` is not one of `ABLATIONS`.
+    """
     ids = np.asarray(ids, np.int32)
     kind = ABLATIONS.index(check_ablation(ablation))
     prepared, ref = prepare(net, ids, kind, resample_order(ids, net.pad_id))

@@ -36,7 +36,18 @@ def divergence(s: PatchingSetup, patched, sharpness: float = 1.0):
 def edge_patching_scores(s: PatchingSetup, per_position: bool = False, sharpness: float = 1.0) -> np.ndarray:
     """Divergence from the clean output when each edge (or `(edge, position)`) is ablated alone
     (`sharpness`: see `readout.divergence`). Read from the setup's single-edge sweep, which the
-    circuit's measurement shares, when `sharpness` is one of `patching.SWEEP_SHARPNESS`."""
+    circuit's measurement shares, when `sharpness` is one of `patching.SWEEP_SHARPNESS`.
+
+    Args:
+        s: the patching setup (`measure.setup`): network, inputs and ablation.
+        per_position: score `(edge, destination position)` units (row-major: edge, then
+            position) instead of whole edges.
+        sharpness: the inverse temperature of the categorical divergence; 1.0 compares the
+            plain softmaxes, `SHARP` approaches counting changed decoded outputs.
+    Returns:
+        `[E]` (or `[E * T]` per position) divergences, each the mean over the scored positions
+        of the sampled inputs; higher means the edge matters more.
+    """
     if sharpness in SWEEP_SHARPNESS:
         return single_edge_sweep(s, per_position).divergence[:, SWEEP_SHARPNESS.index(sharpness)]
     units = len(s.net.edges) * (s.length if per_position else 1)
@@ -48,7 +59,19 @@ def edge_patching_scores(s: PatchingSetup, per_position: bool = False, sharpness
 
 def acdc_scores(s: PatchingSetup, threshold: float = 1e-3, sharpness: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """`(scores, circuit)` of ACDC's greedy pass (edges whose removal grew the divergence by at
-    least `threshold` stay in the circuit; `sharpness`: see `readout.divergence`)."""
+    least `threshold` stay in the circuit; `sharpness`: see `readout.divergence`).
+
+    Args:
+        s: the patching setup (`measure.setup`).
+        threshold: an edge whose removal, on top of the edges already removed, grows the
+            divergence from the clean output by less than this is removed for good.
+        sharpness: the inverse temperature of the categorical divergence (as in
+            `edge_patching_scores`).
+    Returns:
+        `(scores, circuit)`: `[E]` floats, each edge's growth of the divergence when it was
+        tried (0 where it shrank), and `[E]` booleans, the edges ACDC kept. Whole edges only
+        (no per-position units).
+    """
     net = s.net
     run = lambda keep: divergence_of(s.prepared, keep, sharpness)
     ports, sources = net.edge_index
@@ -70,6 +93,17 @@ def acdc_scores(s: PatchingSetup, threshold: float = 1e-3, sharpness: float = 1.
 
 def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
     """Absolute attribution-patching estimate per edge (or `(edge, position)`): one forward and
-    one backward pass (`patching.keep_gradient`)."""
+    one backward pass (`patching.keep_gradient`).
+
+    Args:
+        s: the patching setup (`measure.setup`); its ablation sets the reference values the
+            estimate patches towards.
+        per_position: score `(edge, destination position)` units (row-major: edge, then
+            position) instead of whole edges.
+    Returns:
+        `[E]` (or `[E * T]` per position) non-negative floats: the absolute gradient of the
+        clean answer's log-probability (numerical: the output) with respect to each unit's keep
+        weight, the first-order estimate of ablating it.
+    """
     # d metric / d keep = -(effect of ablating), to first order
     return np.abs(keep_gradient(s.prepared, per_position).ravel())

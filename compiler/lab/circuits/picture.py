@@ -50,7 +50,20 @@ def _short(name: str) -> str:
 
 
 def draw(record: CircuitRecord, path: str | os.PathLike | None = None, title: str | None = None) -> Figure:
-    """Draw `record` (and write it to `path` as PNG, atomically, when given)."""
+    """Draw `record` (and write it to `path` as PNG, atomically, when given).
+
+    Args:
+        record: the circuit record: its components, edges, circuit, structural edges and the
+            s-ops they carry.
+        path: where to write the picture as PNG (missing folders are created); None writes
+            nothing.
+        title: the figure's title; None states the program, variant, ablation, circuit size and
+            whether the circuit is sufficient and necessary.
+    Returns:
+        The matplotlib `Figure` (drawn on the Agg backend, never shown).
+    Raises:
+        ModelFileError: `path` cannot be written (`compiler.atomic.atomic_write`).
+    """
     places = _layout(record)
     xs = [p[0] for p in places.values()]
     ys = [p[1] for p in places.values()]

@@ -32,7 +32,20 @@ class Measurement:
 
 def record_of(variant: Variant, program: rasp.SOp, s: PatchingSetup, measured: Measured,
               distribution: InputDistribution, per_position: Measured | None = None) -> CircuitRecord:
-    """The `CircuitRecord` of a measured circuit (and optionally its per-position circuit)."""
+    """The `CircuitRecord` of a measured circuit (and optionally its per-position circuit).
+
+    Args:
+        variant: the variant measured: its network, compiled model, name and note.
+        program: the RASP program; its label names the record's program and scored output.
+        s: the patching setup the circuit was measured on (inputs, ablation, scored positions).
+        measured: the whole-edge circuit measured on `s` (`measure_circuit(s)`).
+        distribution: the input distribution `s.ids` was drawn from, stored in the record.
+        per_position: the per-position circuit of the same setup
+            (`measure_circuit(s, per_position=True)`), or None for none.
+    Returns:
+        The `CircuitRecord`: components, edges, measured and structural circuits, the s-ops
+        each edge carries, the positions (per position only) and the verification.
+    """
     net = variant.net
     structure = structural_edges(variant.model, output=str(program.label), net=variant.exact_net)
     positions: tuple[tuple[int, ...], ...] = tuple(() for _ in net.edges)
@@ -71,7 +84,22 @@ def record_of(variant: Variant, program: rasp.SOp, s: PatchingSetup, measured: M
 
 def measured(variant: Variant, program: rasp.SOp, distribution: InputDistribution,
              ablations: Sequence[str] = ABLATIONS, per_position: bool = False) -> list[Measurement]:
-    """Measure, verify and record the circuit of `variant` under each ablation."""
+    """Measure, verify and record the circuit of `variant` under each ablation.
+
+    Args:
+        variant: the variant (`make_variant`).
+        program: the RASP program the variant was built from.
+        distribution: the sampled inputs, drawn once and shared by every ablation.
+        ablations: the ablations to measure under, in order.
+        per_position: also measure each ablation's per-position circuit.
+    Returns:
+        One `Measurement` (setup, measured circuit, record) per ablation, in the order of
+        `ablations`.
+    Raises:
+        LabError: `distribution` cannot be drawn (fewer than 2 inputs, `min_length` outside
+            `[1, max_seq_len]`), or an ablation is unknown (found when its turn comes, after
+            the ablations before it were measured).
+    """
     ids = distribution.ids(variant.model)
     found = []
     for ablation in ablations:
@@ -90,13 +118,17 @@ def circuit_records(program: rasp.SOp, vocab: Sequence[Hashable], max_seq_len: i
     Args:
         program: the RASP program (its label names the scored output).
         vocab, max_seq_len: what it is compiled for.
-        variant: the dial setting ("a" .. "e", letters joined by '+').
+        variant: the dial setting ("a" .. "g", letters joined by '+'; see `variants`).
         ablations: any of "zero", "mean", "resample".
         distribution: the sampled inputs (default: 64 inputs, seed 0).
         per_position: also measure the per-position circuit.
         seed: seeds the variant (distractors, GD, reparametrisation).
+    Returns:
+        One `CircuitRecord` per ablation, in the order of `ablations`.
     Raises:
-        LabError: an unknown variant or ablation.
+        LabError: an unknown ablation (checked before anything is built), a variant
+            `make_variant` refuses, or a distribution that cannot be drawn (fewer than 2 inputs,
+            `min_length` outside `[1, max_seq_len]`).
     """
     for ablation in ablations:
         check_ablation(ablation)

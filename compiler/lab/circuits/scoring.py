@@ -92,6 +92,10 @@ def score(scores: np.ndarray, truth: np.ndarray) -> Score:
     Args:
         scores: one finite number per edge, in the record's edge order.
         truth: the ground-truth circuit, one boolean per edge.
+    Returns:
+        The `Score`: ROC AUC, average precision, best F1 and its threshold, the number of
+        circuit edges and of edges. ROC AUC is NaN when every edge or no edge is in the
+        circuit; average precision, best F1 and its threshold are NaN when none is.
     Raises:
         LabError: lengths differ or a score is not finite.
     """

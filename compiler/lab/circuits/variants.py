@@ -117,14 +117,16 @@ def parse(name: str) -> tuple[str, ...]:
     """`"d+b+e"` (or `"distractors+analytic+reparametrised"`) -> `("d", "b", "e")`, checked; a
     width fraction (`"c@0.6"`) is dropped here (`squeeze` reads it).
 
+    Exported from `compiler.lab.circuits` as `parse_variant`.
+
     Args:
-      name: dial settings joined by '+', each a letter or its `Dial` name.
-
+        name: dial settings joined by '+', each a letter of `LETTERS` or its `Dial` name; b or c
+            may carry a width fraction, g an interference level (`"c@0.6"`, `"g@0.5"`).
     Returns:
-      The letters, in the order given.
-
+        The letters in the order given, without their '@' suffixes.
     Raises:
-      LabError: an unknown setting, b and c together, or a bad '@' argument.
+        LabError: an unknown setting, b and c together, or an '@' suffix that is on another
+            letter, given twice, not a number or out of range (`squeeze`).
     """
     letters = tuple(letter for letter, _ in _parts(name))
     unknown = [letter for letter in letters if letter not in LETTERS]
@@ -456,7 +458,9 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
     Returns:
         The `Variant`.
     Raises:
-        LabError: an unknown letter, b and c together, or d with a program holding a rasp.Loop.
+        LabError: an unknown letter, b and c together, or d with a program holding a rasp.Loop;
+            also d with b or c, a bad '@' suffix (`parse`), and b or c when no analytic
+            projection of the program is exact below the full width D.
     """
     letters = parse(name)
     notes = []
@@ -515,7 +519,17 @@ def _multi_analytic() -> None:
 
 def keeps_outputs(variant: Variant, program: rasp.SOp, tokens: list[list[Hashable]], causal: bool = False) -> float:
     """Fraction of scored positions of `tokens` at which the variant's decoded output equals
-    RASP's (`rasp.evaluate`); numerical outputs within half the smallest gap of their values."""
+    RASP's (`rasp.evaluate`); numerical outputs within half the smallest gap of their values.
+
+    Args:
+        variant: the variant to run: its network, with its compiled model's encoders.
+        program: the RASP program the variant computes; its label names the scored output.
+        tokens: the inputs, token lists without BOS, each at most `max_seq_len` long.
+        causal: evaluate RASP causally (`rasp.evaluate(..., causal=True)`), as for a causal
+            compilation.
+    Returns:
+        The fraction in [0, 1] over every real position of every input (0.0 for no positions).
+    """
     model, net = variant.model, variant.net
     encoder = model.input_encoder
     width = model.config.max_seq_len + 1

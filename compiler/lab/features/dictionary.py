@@ -133,7 +133,8 @@ def true_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray 
         The :class:`TrueDictionary`.
 
     Raises:
-        LabError: the site does not exist or ``projection`` has the wrong number of rows.
+        LabError: the site does not exist, ``projection`` has the wrong number of rows, or the
+            site is a bilinear (gated) MLP, whose hidden units come in pairs.
     """
     check_site(compiled, site)
     compiled = untied(compiled)  # a compiled loop: one copy of its tied block per iteration
@@ -211,7 +212,19 @@ def real_positions(compiled: CompiledModel, ids: np.ndarray) -> np.ndarray:
 def check_dictionaries(compiled: CompiledModel, dictionaries: list[TrueDictionary], ids: np.ndarray,
                        projection: np.ndarray | None = None) -> list[DictionaryCheck]:
     """Compare each site's activations (the model compressed by ``projection``) with codes times
-    its dictionary at every real position of ``ids``; the codes come from the exact model."""
+    its dictionary at every real position of ``ids``; the codes come from the exact model.
+
+    Args:
+        compiled: the compiled model.
+        dictionaries: the true dictionaries to check (:func:`true_dictionary`, built with the same
+            ``projection``), one per site.
+        ids: the inputs, ``[N, T]`` token ids (BOS first, PAD after each input's end).
+        projection: ``W`` (``[D, d]``) of the compressed model, or None for the exact model.
+
+    Returns:
+        One :class:`DictionaryCheck` per dictionary, in order: positions compared, the largest
+        absolute error and the largest activation.
+    """
     compressed = SiteRunner(compiled, projection).capture(ids)
     exact = SiteRunner(compiled).capture(ids) if projection is not None else compressed
     mask = real_positions(compiled, ids)

@@ -44,6 +44,18 @@ def rasp_references(compiled: CompiledModel, programs: Sequence[Any], ids: np.nd
                     progress: bool = False) -> References:
     """Evaluate every program with ``rasp.evaluate`` on every row of ``ids``.
 
+    Args:
+        compiled: the model the references are for: its output columns give the labels, its
+            output encoders the value indices, its input encoder the tokens of ``ids``.
+        programs: the RASP programs, one per output of ``compiled``, in the order of
+            ``compiled.output_columns`` (only their number is checked).
+        ids: the inputs, ``[N, T]`` token ids (BOS first, PAD after each input's end).
+        progress: show a progress bar over the inputs.
+
+    Returns:
+        The :class:`References`: per program, the expected value index (categorical) or value
+        (numerical) at every position, and which positions are scored or expect None.
+
     Raises:
         LabError: the number of programs differs from the model's outputs.
     """
@@ -88,7 +100,23 @@ def accuracy_of(compiled: CompiledModel, refs: References, run: Callable[[np.nda
                 batch_inputs: int = 500) -> OutputAccuracy:
     """Score ``run(ids)``, a model output ``[n, T, outputs]`` (or ``[n, T]`` for one numerical
     program), on ``refs``, ``batch_inputs`` rows at a time, so the whole output never exists at
-    once: the 16k-copy model's logits for 10,000 inputs of 65 positions would be 42 GB."""
+    once: the 16k-copy model's logits for 10,000 inputs of 65 positions would be 42 GB.
+
+    Args:
+        compiled: the compiled model whose output columns and decoders read the output.
+        refs: RASP's outputs on the inputs (:func:`rasp_references`); ``refs.ids`` are the rows
+            ``run`` is given.
+        run: the model under test, from ``[n, T]`` ids to its output (the compressed model, a
+            spliced forward pass, ...).
+        batch_inputs: rows of ``refs.ids`` per call of ``run``.
+
+    Returns:
+        The :class:`OutputAccuracy`: the number of inputs, the share right at every scored
+        position of every program, and the share per program.
+
+    Raises:
+        LabError: ``batch_inputs`` is below 1.
+    """
     if batch_inputs < 1:
         raise LabError(f"accuracy_of: batch_inputs must be positive, got {batch_inputs}")
     parts = [_right(compiled, refs, np.asarray(run(refs.ids[s:s + batch_inputs])), slice(s, s + batch_inputs))

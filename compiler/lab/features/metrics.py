@@ -108,7 +108,22 @@ def ground_truth(dictionary: TrueDictionary, occurring: np.ndarray | None = None
 def data_profile(batches: Iterable[dict[str, np.ndarray]], num_features: int
                  ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """``(occurring [F], (low [G], high [G]))`` over shard batches holding ``code_index`` and
-    ``dense_codes``: which features are ever on, and each dense direction's range."""
+    ``dense_codes``: which features are ever on, and each dense direction's range.
+
+    Args:
+        batches: shard batches (e.g. ``ShardReader.batches(n, keys=("code_index", "dense_codes"))``),
+            each with ``code_index`` ``[n, k]`` (feature numbers, -1 pads) and ``dense_codes``
+            ``[n, G]``; read once.
+        num_features: ``F``, the number of features of the site's dictionary.
+
+    Returns:
+        ``(occurring, (low, high))``: ``[F]`` bool, whether each feature is on somewhere, and per
+        dense direction its smallest and largest value (float64), as :func:`ground_truth` takes
+        them.
+
+    Raises:
+        LabError: ``batches`` is empty.
+    """
     seen = np.zeros(num_features, bool)
     low = high = None
     for batch in batches:
@@ -157,6 +172,16 @@ def perfect_coder(truth: GroundTruth, threshold: float | None = None) -> JumpRel
     ``m_i`` below 0.5 at its full-margin width, and at the 16k-copy stage's width of 768 the
     copies' codes overlap up to 0.84. A number gives every sparse latent that threshold instead.
     Dense directions sit on their own axes (threshold 0).
+
+    Args:
+        truth: the true directions (:func:`ground_truth`): vectors, how many are sparse, and the
+            constant bias.
+        threshold: one firing threshold for every sparse latent; None for each latent's own
+            ``(1 + m_i) / 2``.
+
+    Returns:
+        A :class:`JumpReluCoder` with one latent per true direction (sparse ones first), whose
+        decoder rows are the true vectors and whose decoder bias is ``truth.bias``.
     """
     norms = np.sum(truth.vectors.astype(np.float64) ** 2, axis=1)
     w_enc = (truth.vectors / np.maximum(norms, 1e-30)[:, None]).T.astype(np.float32)
@@ -260,7 +285,15 @@ def hungarian(cosines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def dictionary_mcc(decoder: np.ndarray, vectors: np.ndarray) -> float:
-    """SynthSAEBench's MCC: the mean ``|cos|`` of the Hungarian matching of ``decoder`` rows to ``vectors``."""
+    """SynthSAEBench's MCC: the mean ``|cos|`` of the Hungarian matching of ``decoder`` rows to ``vectors``.
+
+    Args:
+        decoder: ``[latents, d]``, the method's decoder rows.
+        vectors: ``[F, d]``, the true vectors.
+
+    Returns:
+        The mean ``|cos|`` over the ``min(latents, F)`` matched pairs, in [0, 1].
+    """
     cos = abs_cosines(np.asarray(decoder, np.float32), np.asarray(vectors, np.float32))
     rows, cols = hungarian(cos)
     return float(cos[rows, cols].mean())
@@ -296,6 +329,15 @@ def cofiring(batches: Iterable[np.ndarray], seed: int = 0) -> Cofiring:
     Columns and rows are compared by exact 64-bit hashes (sums of random integers over the
     entries that are on, with wrap-around), two per column, so the data is never held whole.
 
+    Args:
+        batches: true-code arrays ``[n, F + G']`` (e.g. :meth:`GroundTruth.codes` of shard
+            batches), all with the same columns; a code counts as on where it is not 0. Read once.
+        seed: seeds the random hash weights.
+
+    Returns:
+        The :class:`Cofiring` classes of the columns, with the true and class L0 and the number
+        of distinct on/off patterns over the rows.
+
     Raises:
         LabError: no rows were given.
     """
@@ -326,7 +368,21 @@ def cofiring(batches: Iterable[np.ndarray], seed: int = 0) -> Cofiring:
 
 def synthetic_scores(coder: SparseCoder, truth: GroundTruth, batches: Iterable[tuple[np.ndarray, np.ndarray]]
                      ) -> SyntheticScores:
-    """Score ``coder`` on ``(activations [n, d], true codes [n, F + G'])`` batches."""
+    """Score ``coder`` on ``(activations [n, d], true codes [n, F + G'])`` batches.
+
+    Args:
+        coder: the dictionary method under test (encoder, decoder and its rows).
+        truth: the ground truth at the site; latents are matched against ``truth.vectors``.
+        batches: ``(activations, codes)`` pairs, the codes in the column order of ``truth``
+            (:meth:`GroundTruth.codes`); read once.
+
+    Returns:
+        The :class:`SyntheticScores`: L0s, dead latents, shrinkage, explained variance, MCC,
+        uniqueness and the per-latent classification scores.
+
+    Raises:
+        LabError: ``batches`` holds no activations.
+    """
     decoder = np.asarray(coder.decoder, np.float32)
     cos = abs_cosines(decoder, truth.vectors)
     best = np.argmax(cos, axis=1)

@@ -17,7 +17,23 @@ from compiler.atomic import atomic_write
 def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Sequence[dict], title: str) -> pathlib.Path:
     """Two panels: metrics against d (``by_width`` rows with ``d``, ``mcc``, ``f1``, ``spliced``, and
     the compressed model's own accuracy ``model_accuracy`` where present) and against the SAE's L0
-    (``by_l0`` rows with ``k`` and the same SAE metrics). Written atomically."""
+    (``by_l0`` rows with ``k`` and the same SAE metrics). Written atomically.
+
+    Args:
+        path: the image file to write; its suffix picks the format (e.g. ``.png``).
+        by_width: one dict per compressed width, with ``d`` and any of ``mcc``, ``f1``,
+            ``spliced``, ``causal`` and ``model_accuracy``; a metric is drawn when the first row
+            (by ``d``) has it.
+        by_l0: one dict per SAE L0, with ``k`` and any of ``mcc``, ``f1``, ``spliced``,
+            ``causal``, drawn likewise.
+        title: the figure's title.
+
+    Returns:
+        The path written (``compiler.atomic.atomic_write``'s).
+
+    Raises:
+        ModelFileError: ``path`` cannot be written.
+    """
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, rows, key, label in ((axes[0], by_width, "d", "compressed width d (less d: more superposition)"),
                                  (axes[1], by_l0, "k", "SAE L0 (k of a TopK SAE)")):
@@ -43,7 +59,20 @@ def recovery_plot(path: str | pathlib.Path, by_width: Sequence[dict], by_l0: Seq
 def loss_plot(path: str | pathlib.Path, curves: dict[str, Sequence[Sequence[float]]], title: str,
               ylabel: str = "training loss") -> pathlib.Path:
     """Training-loss curves (``label -> [(step, loss), ...]``) on a log loss axis, one line each,
-    so a reader can see whether each run flattened out. Written atomically."""
+    so a reader can see whether each run flattened out. Written atomically.
+
+    Args:
+        path: the image file to write; its suffix picks the format (e.g. ``.png``).
+        curves: per run label, its ``(step, loss)`` points (e.g. ``train_sae``'s ``history``).
+        title: the figure's title.
+        ylabel: the loss axis' label.
+
+    Returns:
+        The path written (``compiler.atomic.atomic_write``'s).
+
+    Raises:
+        ModelFileError: ``path`` cannot be written.
+    """
     fig, ax = plt.subplots(figsize=(7, 4))
     for label, curve in curves.items():
         ax.plot([point[0] for point in curve], [point[1] for point in curve], label=label, lw=1)

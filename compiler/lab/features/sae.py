@@ -105,6 +105,7 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
     Raises:
         ImportError: SAELens is not installed (the message says how).
         LabError: unknown architecture, non-positive sizes, or a schedule longer than ``steps``.
+        FileNotFoundError: ``folder`` has no ``meta.json`` (not a finished shard folder).
     """
     if architecture not in ARCHITECTURES:
         raise LabError(f"architecture {architecture!r}: use one of {ARCHITECTURES}")

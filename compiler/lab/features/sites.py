@@ -82,7 +82,15 @@ def check_site(compiled: CompiledModel, site: Site) -> Site:
 
 
 def residual_sites(compiled: CompiledModel) -> tuple[Site, ...]:
-    """Every residual snapshot of the model."""
+    """Every residual snapshot of the model.
+
+    Args:
+        compiled: the compiled model; a compiled loop counts each iteration's sub-layers.
+
+    Returns:
+        ``Site("resid", k)`` for ``k`` from 0 (after the embedding) to the number of executed
+        sub-layers (after the last), in order.
+    """
     return tuple(Site("resid", k) for k in range(len(executed_layers(compiled)) + 1))
 
 

@@ -58,7 +58,25 @@ def _encoders(compiled: CompiledModel):
 
 def spliced_accuracy(compiled: CompiledModel, coder: SparseCoder, refs: References, site: Site,
                      projection: np.ndarray | None = None, batch_inputs: int = 2048) -> OutputAccuracy:
-    """Decoded-output accuracy against RASP with ``coder``'s reconstruction spliced in at ``site``."""
+    """Decoded-output accuracy against RASP with ``coder``'s reconstruction spliced in at ``site``.
+
+    Args:
+        compiled: the compiled model.
+        coder: the dictionary method under test (encoder, decoder), trained on the stream at ``site``.
+        refs: RASP's outputs on the inputs (:func:`compiler.lab.features.evaluation.rasp_references`).
+        site: the residual snapshot whose stream is replaced at real token positions (BOS and
+            PAD keep theirs).
+        projection: ``W`` (``[D, d]``) of the compressed model ``coder`` reads, or None for the
+            exact model.
+        batch_inputs: inputs per spliced forward pass.
+
+    Returns:
+        The :class:`~compiler.lab.features.evaluation.OutputAccuracy` of the spliced model.
+
+    Raises:
+        LabError: ``site`` is not a residual snapshot of the model, the reconstruction's width
+            is not the stream's, or ``batch_inputs`` is below 1.
+    """
     runner = SiteRunner(compiled, projection)
 
     def run(ids: np.ndarray) -> np.ndarray:
@@ -89,6 +107,25 @@ def causal_use(compiled: CompiledModel, dictionary: TrueDictionary, coder: Spars
 
     Each true direction (of ``truth``, default :func:`ground_truth` of the dictionary) is tried at
     up to ``examples`` positions where it is on in ``ids``.
+
+    Args:
+        compiled: the compiled model.
+        dictionary: the true dictionary at a residual site (:func:`true_dictionary` with the same
+            ``projection``); its site is where features are removed and the stream spliced.
+        coder: the dictionary method under test, trained on the stream at that site.
+        ids: the inputs, ``[N, T]`` token ids (BOS first, PAD after each input's end).
+        projection: ``W`` (``[D, d]``) of the compressed model, or None for the exact model.
+        examples: at most this many positions per true direction, drawn at random among those
+            where it is on.
+        batch_inputs: ablated inputs per spliced forward pass.
+        seed: seeds the choice of positions.
+        truth: the true directions and their codes; None for ``ground_truth(dictionary)``.
+
+    Returns:
+        The :class:`CausalUse` counts; ``fraction`` (matched and used over used) is the score.
+
+    Raises:
+        LabError: the dictionary's site is not a residual snapshot, or not one of the model's.
     """
     site = dictionary.site
     if site.kind != "resid":

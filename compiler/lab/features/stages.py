@@ -103,6 +103,7 @@ class CopySpec:
                              f"{self.offsets}")
 
 
+# The benchmark's stages by name (module docstring): `build_stage(STAGES[name])` builds one.
 STAGES: dict[str, StageSpec | CopySpec] = {
     "1k": StageSpec("1k", 64, 15),
     "4k": StageSpec("4k", 128, 31),
@@ -275,7 +276,18 @@ def tokens_protected(compiled: CompiledModel, structure: ResidualStructure) -> R
 
 def sample_ids(compiled: CompiledModel, count: int, seed: int = 0, zipf: float = 0.0) -> np.ndarray:
     """``[count, max_seq_len + 1]`` random inputs: uniform length 1..max_seq_len, tokens uniform
-    (``zipf`` 0) or with probability proportional to ``1 / rank ** zipf`` (ranks in vocabulary order)."""
+    (``zipf`` 0) or with probability proportional to ``1 / rank ** zipf`` (ranks in vocabulary order).
+
+    Args:
+        compiled: the model whose input space (vocabulary, ``max_seq_len``, BOS and PAD ids) the
+            inputs are drawn from.
+        count: how many inputs.
+        seed: seed of the JAX random key; the same seed gives the same inputs.
+        zipf: the Zipf exponent of the token distribution; 0 (or less) for uniform tokens.
+
+    Returns:
+        ``[count, max_seq_len + 1]`` int32 token ids: BOS, the tokens, PAD after each input's end.
+    """
     space = input_space_of(compiled)
     key = jax.random.key(seed)
     if zipf <= 0:

@@ -117,7 +117,14 @@ def _value_slots(dictionary: TrueDictionary) -> np.ndarray:
 
 def default_batch(compiled: CompiledModel) -> int:
     """Inputs per batch: as many as keep one exact ``[batch, T, D]`` stream within
-    :data:`STREAM_BYTES`, between 16 and :data:`MAX_BATCH`."""
+    :data:`STREAM_BYTES`, between 16 and :data:`MAX_BATCH`.
+
+    Args:
+        compiled: the compiled model; its ``max_seq_len`` and residual width ``D`` set the size.
+
+    Returns:
+        The number of inputs per batch, in ``[16, MAX_BATCH]``.
+    """
     per_input = (compiled.config.max_seq_len + 1) * compiled.config.residual_width * 4
     return int(min(MAX_BATCH, max(16, STREAM_BYTES // per_input)))
 
@@ -146,7 +153,8 @@ def stream_activations(
         A :class:`StreamReport`.
 
     Raises:
-        LabError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive.
+        LabError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive, or
+            :func:`~compiler.lab.features.dictionary.true_dictionary` refuses ``site`` or ``projection``.
     """
     batch_inputs = default_batch(compiled) if batch_inputs is None else batch_inputs
     for name, value in (("tokens", tokens), ("batch_inputs", batch_inputs), ("shard_tokens", shard_tokens)):
@@ -246,7 +254,16 @@ class ShardReader:
 
 
 def dense_codes(code_index: np.ndarray, code_value: np.ndarray, num_features: int) -> np.ndarray:
-    """``[n, F]`` codes from the sparse ``(code_index, code_value)`` of a shard."""
+    """``[n, F]`` codes from the sparse ``(code_index, code_value)`` of a shard.
+
+    Args:
+        code_index: ``[n, k]`` feature numbers, -1 where a slot is empty.
+        code_value: ``[n, k]`` the codes of those features.
+        num_features: ``F``, the number of features of the site's dictionary.
+
+    Returns:
+        ``[n, F]`` float32 codes, 0 for every feature not listed.
+    """
     out = np.zeros((len(code_index), num_features), np.float32)
     rows, slots = np.nonzero(code_index >= 0)
     out[rows, code_index[rows, slots]] = code_value[rows, slots]

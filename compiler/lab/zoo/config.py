@@ -14,6 +14,8 @@ from compiler.errors import LabError
 from compiler.examples import CATALOGUE, EXAMPLES
 from compiler.fuzzing.random_programs import KIND_WEIGHTS
 
+# The variants a record can be (each described under `ZooConfig.variants`), the ones a run
+# writes unless told otherwise, and the vocabulary kinds `ZooConfig.vocab_kind` may name.
 VARIANTS = ("unoptimised", "optimised", "compressed", "reparametrised", "gd")
 DEFAULT_VARIANTS = ("unoptimised", "optimised", "compressed")
 VOCAB_KINDS = ("letters", "ints", "mixed")

@@ -123,7 +123,8 @@ def iterate_batches(
       `d_model`, each with a leading batch axis.
 
     Raises:
-      LabError: a bad batch size or framework (before anything is read).
+      LabError: a bad batch size or framework (before anything is read). As this is a
+        generator, the error (like the others) comes on the first `next()`, not at the call.
       FileNotFoundError: no shards at `paths`.
     """
     if batch_size < 1:

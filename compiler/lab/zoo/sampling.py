@@ -57,7 +57,18 @@ def program_rng(seed: int, index: int, attempt: int = 0) -> random.Random:
 def rebuild(source: str) -> rasp.SOp:
     """Execute a record's source text and return its `program` s-op.
 
-    Raises LabError when the text binds no s-op named `program`.
+    The text is run as Python with this process's full rights (`exec`), so rebuild only
+    sources you trust; rasp's label counter is reset first, so the rebuilt s-ops get the labels
+    of the stored ones.
+
+    Args:
+      source: Python text binding the output s-op to `program` (a record's `source` column,
+        `ProgramDraw.source`).
+    Returns:
+      The s-op bound to `program`.
+    Raises:
+      LabError: the text binds no s-op named `program`. Any exception the text itself raises
+        (a SyntaxError, a NameError, ...) propagates unchanged.
     """
     rasp.reset_label_counter()
     namespace: dict[str, Any] = {}
@@ -108,7 +119,15 @@ def _random(rng: random.Random, config: ZooConfig, max_seq_len: int) -> tuple[st
 def draw(config: ZooConfig, index: int) -> ProgramDraw:
     """Program `index` of the zoo `config` describes.
 
-    Raises SamplingError when `MAX_DRAWS` draws give no program of a depth in `config.depths`.
+    Each attempt rebuilds the drawn source (`rebuild`), which resets rasp's label counter.
+
+    Args:
+      config: the zoo's settings: seed, sizes, depths, vocabularies, lengths, library share.
+      index: the program's number; with `config.seed` it alone decides the draw.
+    Returns:
+      The `ProgramDraw`: origin, source text, vocabulary, `max_seq_len`, size and depth.
+    Raises:
+      SamplingError: `MAX_DRAWS` draws give no program of a depth in `config.depths`.
     """
     for attempt in range(MAX_DRAWS):
         rng = program_rng(config.seed, index, attempt)
