@@ -22,7 +22,7 @@ In those stages every feature at a position is a function of that position's tok
 ``same{j}``, of a few tokens), so features *co-fire*: ``mix3:17`` is on exactly when the token
 and every other ``mix`` hold their matching values. The sum of a co-firing class is a sparser
 exact dictionary than the true one, and no method that sees only activations can prefer the true
-one (:func:`compiler.lab.features.metrics.cofiring_classes` measures it). The *copy* stages
+one (:func:`compiler.lab.features.metrics.cofiring` measures it). The *copy* stages
 (:class:`CopySpec`, ``1k-copy``, ``4k-copy``, ``16k-copy``) have features that fire
 independently: ``tok{s}`` is the token ``s`` positions back (``rasp.lib.shift_by``, one attention
 head each), and tokens are drawn independently, so no feature implies another and the true

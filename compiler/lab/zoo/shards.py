@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from compiler.atomic import atomic_write, atomic_write_text
+from compiler.atomic import atomic_write, atomic_write_text, remove_stale_partials
 from compiler.errors import LabError
 from compiler.lab.zoo.config import ZooConfig
 from compiler.lab.zoo.records import rows_to_table
@@ -67,8 +67,7 @@ def prepare(out: pathlib.Path, config: ZooConfig) -> list[int]:
             )
     else:
         atomic_write_text(path, text)
-    for stale in (out / DATA).glob(".train-*.tmp.parquet"):  # a killed run's shard in progress
-        stale.unlink(missing_ok=True)
+    remove_stale_partials(out / DATA)  # a killed run's shards in progress (this host's dead writers)
     return [s for s in range(config.shards) if not shard_path(out, config, s).exists()]
 
 

@@ -393,3 +393,20 @@ def test_a_dead_worker_is_recorded_and_the_run_goes_on():
     assert rows[2][0]["status"] == MEMORY and "died" in rows[2][0]["error"]
     for index in (0, 1, 3):
         assert rows[index] == engines.program_task(config, index)
+
+
+def test_preparing_a_folder_removes_the_shards_a_killed_run_left_half_written(tmp_path):
+    """A shard in progress is an atomic writer's temporary file; a resumed run removes those of
+    dead writers on this host (`compiler.atomic.remove_stale_partials`) and keeps a live one's."""
+    from compiler.atomic import _host
+    from compiler.lab.zoo.shards import DATA, prepare
+
+    config = ZooConfig(programs=2, shard_size=2)
+    (tmp_path / DATA).mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / DATA / f".train-00000.parquet.{_host()}-{int(dead.stdout)}-{'0' * 16}.partial.parquet"
+    live = tmp_path / DATA / f".train-00000.parquet.{_host()}-{os.getpid()}-{'1' * 16}.partial.parquet"
+    stale.write_bytes(b"half")
+    live.write_bytes(b"half")
+    assert prepare(tmp_path, config) == [0]
+    assert not stale.exists() and live.exists()
