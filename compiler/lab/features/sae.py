@@ -59,11 +59,20 @@ def shard_batches(folder: str | pathlib.Path, batch_size: int, device: str = "cp
     shards visits them in a new seeded order, rows shuffled within each batch window."""
     _, torch = _import()
     reader = ShardReader(pathlib.Path(folder))
+    _check_one_batch(reader, batch_size)
     rng = np.random.default_rng(seed)
     for _ in itertools.count():
         names = [reader.meta["shards"][i] for i in rng.permutation(len(reader.meta["shards"]))]
         for batch in _batches_of(reader, names, batch_size):
             yield torch.from_numpy(batch[rng.permutation(len(batch))]).to(device)
+
+
+def _check_one_batch(reader: ShardReader, batch_size: int) -> None:
+    """Refuse a folder holding fewer activations than one batch: no batch would ever fill, and
+    the endless batch loop would spin without yielding."""
+    if reader.meta["tokens"] < batch_size:
+        raise LabError(f"{reader.folder} holds {reader.meta['tokens']} activations, fewer than one batch of {batch_size}; "
+                       "stream more tokens or train with a smaller batch_size")
 
 
 def _batches_of(reader: ShardReader, names: list[str], batch_size: int) -> Iterator[np.ndarray]:
@@ -104,7 +113,8 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
 
     Raises:
         ImportError: SAELens is not installed (the message says how).
-        LabError: unknown architecture, non-positive sizes, or a schedule longer than ``steps``.
+        LabError: unknown architecture, non-positive sizes, a schedule longer than ``steps``, or
+            fewer activations in ``folder`` than one batch.
         FileNotFoundError: ``folder`` has no ``meta.json`` (not a finished shard folder).
     """
     if architecture not in ARCHITECTURES:
@@ -117,6 +127,7 @@ def train_sae(folder: str | pathlib.Path, d_sae: int, k: int, steps: int, batch_
         raise LabError(f"train_sae: warmup_steps ({warmup_steps}) and decay_steps ({decay_steps}) must be >= 0 "
                          f"and fit in steps ({steps})")
     reader = ShardReader(pathlib.Path(folder))
+    _check_one_batch(reader, batch_size)
     sae_lens, torch = _import()
     from sae_lens.config import LoggingConfig, SAETrainerConfig
     from sae_lens.training.sae_trainer import SAETrainer

@@ -49,6 +49,20 @@ def shards(tmp_path_factory):
     return folder, true_dictionary(task.compiled, site, w)
 
 
+
+def test_a_folder_smaller_than_one_batch_is_refused_before_training(tmp_path):
+    """Fewer activations than one batch would leave the batch loop spinning without a batch;
+    `train_sae` refuses it up front (before SAELens is imported, so this runs without it)."""
+    from compiler.errors import LabError
+    from compiler.lab.features.sae import train_sae
+
+    task = sort_unique_task(3, 3)
+    site = Site("resid", len(task.compiled.config.layers))
+    stream_activations(task.compiled, site, tmp_path, 100, None, batch_inputs=64, progress=False)
+    assert ShardReader(tmp_path).meta["tokens"] == 100
+    with pytest.raises(LabError, match="holds 100 activations, fewer than one batch of 1024"):
+        train_sae(tmp_path, d_sae=8, k=2, steps=10, batch_size=1024)
+
 def test_adapter_trains_a_tiny_sae_on_the_shards_and_metrics_match_sae_lens(shards):
     require_sae_lens()
     import torch
