@@ -127,6 +127,8 @@ def audit_record(record: dict[str, Any]) -> str | None:
         if compression.get("claims_exact") and (compression.get("check", {}).get("wrong") != 0
                                                  or not compression.get("bound_claims_exact")):
             return "compression.claims_exact is true without the bound's proof and a check that found no wrong input"
+    else:
+        return f"an ok {record['variant']} record without its compression column (what was done and whether it is exact)"
     return None
 
 

@@ -268,6 +268,9 @@ def test_audit_passes_the_files_and_catches_tampering(tiny_zoo):
     assert "SHA-256" in audit_record(dict(row, weights=bad))
     if tensors[name].size and not metadata["numerical_output"]:
         assert "the weights give" in audit_record(dict(row, weights=bad, weights_sha256=zoo_weights.sha256(bad)))
+    compressed = next(r for r in rows if r["status"] == OK and r["variant"] == "compressed")
+    assert audit_record(compressed) is None
+    assert "without its compression column" in audit_record(dict(compressed, compression=None))
 
 
 
