@@ -96,14 +96,14 @@ def measured(variant: Variant, program: rasp.SOp, distribution: InputDistributio
         One `Measurement` (setup, measured circuit, record) per ablation, in the order of
         `ablations`.
     Raises:
-        LabError: `distribution` cannot be drawn (fewer than 2 inputs, `min_length` outside
-            `[1, max_seq_len]`), or an ablation is unknown (found when its turn comes, after
-            the ablations before it were measured).
+        LabError: an ablation is unknown, or `distribution` cannot be drawn (fewer than 2
+            inputs, `min_length` outside `[1, max_seq_len]`); both before anything is measured.
     """
+    checked = [check_ablation(ablation) for ablation in ablations]
     ids = distribution.ids(variant.model)
     found = []
-    for ablation in ablations:
-        s = setup(variant.net, ids, check_ablation(ablation))
+    for ablation in checked:
+        s = setup(variant.net, ids, ablation)
         circuit = measure_circuit(s)
         positions = measure_circuit(s, per_position=True) if per_position else None
         found.append(Measurement(s, circuit, record_of(variant, program, s, circuit, distribution, positions)))
