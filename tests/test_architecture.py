@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import pathlib
+import re
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -144,3 +145,28 @@ def test_the_checker_sees_forbidden_pairs():
     assert not allowed("compression.learned", "compression.analytic")
     assert not allowed("compression.analytic", "compression.learned")
     assert not allowed("compression.learned", "compression") and allowed("compression", "compression.analytic")
+
+
+LAB_FACES = ("compiler.lab.circuits", "compiler.lab.features", "compiler.lab.zoo")
+
+
+def _past_the_face(name: str) -> bool:
+    """Whether an imported module name reaches into a lab package's modules instead of its face."""
+    return any(name.startswith(face + ".") for face in LAB_FACES)
+
+
+def test_the_lab_is_used_through_its_package_faces():
+    """The CLI, the benchmarks and the docs import the lab from `compiler.lab.circuits` (etc.),
+    whose `__init__` lists the entry points, never from the modules behind it."""
+    found = []
+    for path in sorted((REPO / "benchmarks").glob("*.py")) + sorted((REPO / "compiler" / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+        modules += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        found += [f"{path.relative_to(REPO)}: {m}" for m in modules if _past_the_face(m)]
+    for path in sorted((REPO / "docs").rglob("*.md")):
+        for m in re.findall(r"^\s*(?:from|import)\s+(compiler\.lab\.[\w.]+)", path.read_text(encoding="utf-8"), re.M):
+            if _past_the_face(m):
+                found.append(f"{path.relative_to(REPO)}: {m}")
+    assert found == []
+    assert _past_the_face("compiler.lab.circuits.scoring") and not _past_the_face("compiler.lab.circuits")
