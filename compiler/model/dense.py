@@ -26,7 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from compiler.model.config import AttentionSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.config import (
+    LAYER_PREFIX,
+    MLP_IN,
+    MLP_OUT,
+    MODULE_NAME,
+    AttentionSpec,
+    HeadSpec,
+    MLPSpec,
+    ModelConfig,
+    SparseLinear,
+    layer_module,
+)
 from compiler.model.transformer import build
 from compiler.model.weights import (
     HasWeights,
@@ -195,6 +206,45 @@ def dense_config_and_weights(model: HasWeights) -> tuple[ModelConfig, dict[str, 
         unembed=_dense_spec(w_u),
     )
     return dense_config, weights
+
+
+def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, causal: bool, numerical_output: bool,
+                            activations: dict[int, str]) -> tuple[ModelConfig, dict[str, dict[str, np.ndarray]]]:
+    """The config and Haiku-keyed params of dense weights stored flat, as model files and zoo
+    records name them (`compiled_transformer/layer_<i>/head_<h>_q`, `.../w_in`, ...), so that a
+    forward pass over `ModelConfig` runs them. A sub-layer with no tensors (an empty one, left out
+    of a record) becomes an attention sub-layer without heads: it adds nothing.
+
+    Args:
+      tensors: every weight, dense over the residual stream, under its flat name.
+      pad_id, causal, numerical_output: as the compiled model's config has them.
+      activations: each MLP sub-layer's activation by index (ReLU where absent).
+
+    Returns:
+      `(config, params)`; the config's residual labels are the coordinates' numbers.
+    """
+    modules: dict[str, dict[str, np.ndarray]] = {}
+    for name, value in tensors.items():
+        module, _, part = name.rpartition("/")
+        modules.setdefault(module.removeprefix(MODULE_NAME + "/"), {})[part] = np.asarray(value, np.float32)
+    token, position, w_u = modules["embed"]["token"], modules["embed"]["position"], modules["unembed"]["w_u"]
+    indices = [int(key.removeprefix(LAYER_PREFIX)) for key in modules if key.startswith(LAYER_PREFIX)]
+    layers: list[AttentionSpec | MLPSpec] = []
+    for index in range(max(indices, default=-1) + 1):
+        module = modules.get(layer_module(index), {})
+        if MLP_IN in module:
+            layers.append(MLPSpec(_dense_spec(module[MLP_IN]), _dense_spec(module[MLP_OUT]), activations.get(index, "relu")))
+            continue
+        count = len([part for part in module if part.endswith("_q")])
+        layers.append(AttentionSpec(tuple(
+            HeadSpec(*(_dense_spec(module[f"head_{h}_{part}"]) for part in "qkvo")) for h in range(count))))
+    config = ModelConfig(
+        residual_labels=tuple(str(i) for i in range(token.shape[1])), layers=tuple(layers),
+        token_embed=_dense_spec(token), pos_embed=_dense_spec(position), unembed=_dense_spec(w_u),
+        vocab_size=token.shape[0], max_seq_len=position.shape[0] - 1, pad_id=pad_id, causal=causal,
+        numerical_output=numerical_output,
+    )
+    return config, {f"{MODULE_NAME}/{key}": value for key, value in modules.items()}
 
 
 def dense_model(model: Any) -> Any:

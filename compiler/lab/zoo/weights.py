@@ -19,8 +19,8 @@ widest), which the reparametrisation's per-head maps fill in.
 
 The header's `__metadata__` holds `zoo_model`: JSON with what the forward pass needs besides the
 tensors (`causal`, `bos_id`, `pad_id`, `numerical_output`, the activation of every MLP).
-`forward` runs those bytes in numpy, so a stored record is checked on exactly the weights it
-stores (no JAX, nothing compiled).
+`forward` runs those bytes through the project's numpy oracle (`compiler.fuzzing.numpy_forward`),
+so a stored record is checked on exactly the weights it stores (no JAX, nothing compiled).
 """
 
 from __future__ import annotations
@@ -33,18 +33,16 @@ import numpy as np
 import safetensors.numpy
 
 from compiler.errors import LabError
+from compiler.fuzzing import numpy_forward
 from compiler.io.files import model_tensors, safetensors_bytes
 from compiler.lab.circuits.components import AttentionLayer, Network
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.config import MASKED_LOGIT, MODULE_NAME, MLPSpec
-from craft.blocks import activate
-from craft.numerics import softmax
+from compiler.model.config import MODULE_NAME, MLPSpec
+from compiler.model.dense import config_of_dense_tensors
 
 PROJECTION = "projection"
 _WRITES = re.compile(r"/(embed/token|embed/position|layer_\d+/head_\d+_o|layer_\d+/w_out)$")
 _READS = re.compile(r"/(layer_\d+/head_\d+_[qkv]|layer_\d+/w_in|unembed/w_u)$")
-_HEAD = re.compile(rf"^{MODULE_NAME}/layer_(\d+)/head_(\d+)_([qkvo])$")
-_MLP = re.compile(rf"^{MODULE_NAME}/layer_(\d+)/w_(in|out)$")
 
 
 def dense_tensors(model: CompiledModel) -> dict[str, np.ndarray]:
@@ -125,32 +123,10 @@ def from_bytes(data: bytes) -> tuple[dict[str, np.ndarray], dict]:
 
 def forward(tensors: dict[str, np.ndarray], metadata: dict, ids: np.ndarray) -> np.ndarray:
     """Outputs for token ids `[batch, T]` (BOS first, PAD after the end): `[batch, T, n_out]`
-    logits, or `[batch, T]` values for a numerical output. Float32, as the compiled model.
+    logits, or `[batch, T]` values for a numerical output. Float32, as the compiled model: the
+    project's numpy oracle (`compiler.fuzzing.numpy_forward`) over the tensors as stored.
     """
-    t = {name: np.asarray(value, np.float32) for name, value in tensors.items()}
-    ids = np.asarray(ids)
-    length = ids.shape[-1]
-    stream = t[f"{MODULE_NAME}/embed/token"][ids] + t[f"{MODULE_NAME}/embed/position"][:length]
-    mask = (ids != metadata["pad_id"])[..., None, :]
-    if metadata["causal"]:
-        mask = mask & np.tril(np.ones((length, length), dtype=bool))
-    heads: dict[int, dict[int, dict[str, np.ndarray]]] = {}
-    mlps: dict[int, dict[str, np.ndarray]] = {}
-    for name, value in t.items():
-        if match := _HEAD.match(name):
-            heads.setdefault(int(match[1]), {}).setdefault(int(match[2]), {})[match[3]] = value
-        elif match := _MLP.match(name):
-            mlps.setdefault(int(match[1]), {})[match[2]] = value
-    for index in sorted(set(heads) | set(mlps)):
-        if index in heads:
-            delta = np.zeros_like(stream)
-            for h in sorted(heads[index]):
-                w = heads[index][h]
-                scores = np.where(mask, (stream @ w["q"]) @ np.swapaxes(stream @ w["k"], -1, -2), np.float32(MASKED_LOGIT))
-                delta = delta + (softmax(scores) @ (stream @ w["v"])) @ w["o"]
-        else:
-            activation = metadata["activations"].get(str(index), "relu")
-            delta = activate(activation, stream @ mlps[index]["in"]) @ mlps[index]["out"]
-        stream = stream + delta
-    logits = stream @ t[f"{MODULE_NAME}/unembed/w_u"]
-    return logits[..., 0] if metadata["numerical_output"] else logits
+    activations = {int(index): name for index, name in metadata["activations"].items()}
+    config, params = config_of_dense_tensors(tensors, pad_id=metadata["pad_id"], causal=metadata["causal"],
+                                             numerical_output=metadata["numerical_output"], activations=activations)
+    return numpy_forward.forward(config, params, ids)
