@@ -346,7 +346,7 @@ def _width_claim(task: CompressionTask, structure: ResidualStructure, role: str,
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        claim = claim_exactness(task, w, structure, samples=samples, seed=seed)
+        claim = claim_exactness(task, w, structure, samples=samples, seed=seed, shared_shape=True)
     load = float(f"{claim.max_load:.4g}") if np.isfinite(claim.max_load) else None  # 4 digits: a small file
     found = ""
     if claim.check.wrong and (claim.status == WRONG_CLAIM or role == "identity"):

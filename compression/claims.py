@@ -171,7 +171,8 @@ def claim_check(task: CompressionTask, bound: InterferenceBound | None = None, s
 
 
 def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStructure | None = None,
-                    samples: int = SAMPLES, seed: int = 0, bound: InterferenceBound | None = None) -> Claim:
+                    samples: int = SAMPLES, seed: int = 0, bound: InterferenceBound | None = None,
+                    shared_shape: bool = False) -> Claim:
     """The claim that ``task``'s model compressed by ``w`` is exact, with its check.
 
     Args:
@@ -182,6 +183,9 @@ def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStr
         :data:`ENUMERATE_LIMIT`), plus up to as many the bound names tightest.
       seed: seed of the random inputs.
       bound: the bound of ``w`` if already computed.
+      shared_shape: run the check with ``w`` padded to ``[D, D]``, the shape every width of one
+        model shares, so claims at several widths compile the check once (the claims fuzz); the
+        default runs ``w`` at its own width, cheaper for a single claim on a wide model.
     Returns:
       The :class:`Claim`.
     Raises:
@@ -191,6 +195,6 @@ def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStr
     bound = bound or interference_bound(structure, w)
     space = task.space.size()
     check, kind, tightest = claim_check(task, bound, samples, seed)
-    wrong = int(len(check.wrong_inputs(w, shared_shape=False)))
+    wrong = int(len(check.wrong_inputs(w, shared_shape=shared_shape)))
     record = Check(kind, check.refs.checked, space, wrong, tightest, None if kind == "exhaustive" else seed)
     return Claim(structure.residual_dim, int(np.asarray(w).shape[1]), bound.claims_exact, bound.max_load, record)
