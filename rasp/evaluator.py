@@ -7,13 +7,14 @@ boolean matrices indexed ``[query, key]`` internally and returned as nested list
 
 from __future__ import annotations
 
+import abc
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from rasp import rasp
+from rasp import expressions as rasp  # the expression classes, under the name users know
 from rasp.comparison import without_none_check
 from rasp.errors import RaspEvaluationError
 
@@ -21,8 +22,31 @@ SOpValue = list
 SelectorValue = np.ndarray
 
 
+class RASPEvaluator(abc.ABC):
+    """Something that evaluates a RASP expression on an input sequence."""
+
+    @abc.abstractmethod
+    def evaluate(self, expr: rasp.RASPExpr, xs: Sequence[rasp.Value]) -> Any:
+        """The value of ``expr`` on ``xs`` (a list for an s-op, rows of bools for a selector)."""
+
+
+class DefaultRASPEvaluator(RASPEvaluator):
+    """The reference semantics (this module); ``causal`` masks every selector."""
+
+    def __init__(self, causal: bool = False) -> None:
+        self.causal = causal
+
+    def evaluate(self, expr: rasp.RASPExpr, xs: Sequence[rasp.Value], causal: bool | None = None) -> Any:
+        return evaluate(expr, xs, causal=self.causal if causal is None else causal)
+
+
 def evaluate(expr: rasp.RASPExpr, xs: Sequence[Any], causal: bool = False) -> list[Any]:
-    """Evaluate ``expr`` on ``xs``; selectors come back as ``list[list[bool]]`` (``[q][k]``)."""
+    """Evaluate ``expr`` on the input sequence ``xs`` (``rasp.evaluate``).
+
+    Returns a list for an s-op and a list of query rows of booleans (``value[q][k]``) for a
+    selector. With ``causal=True`` every selector is masked to keys at or before the query,
+    as in a decoder-only transformer. Raises :class:`RaspEvaluationError` on failure.
+    """
     if not isinstance(expr, rasp.RASPExpr):
         raise RaspEvaluationError(
             f"cannot evaluate an object of type {type(expr).__name__}: not a RASP expression"
@@ -306,3 +330,7 @@ def _rule_for(expr: rasp.RASPExpr) -> Callable[[_Evaluation, Any], Any]:
     raise RaspEvaluationError(
         f"cannot evaluate {expr.label!r}: unknown expression type {type(expr).__name__}"
     )
+
+
+# Calling an expression (`RASPExpr.__call__`) runs this evaluator; see `rasp.expressions.REFERENCE_EVALUATOR`.
+rasp.REFERENCE_EVALUATOR = evaluate

@@ -170,3 +170,19 @@ def test_the_lab_is_used_through_its_package_faces():
                 found.append(f"{path.relative_to(REPO)}: {m}")
     assert found == []
     assert _past_the_face("compiler.lab.circuits.scoring") and not _past_the_face("compiler.lab.circuits")
+
+
+def test_no_module_imports_itself_through_others():
+    """Modules form no import circle (function-level imports included). Edges into a package's
+    `__init__` are left out: a package re-exporting its modules' names is not a circle."""
+    import networkx as nx
+
+    paths = {module_name(p): p for root in ROOTS if root != "benchmarks" for p in (REPO / root).rglob("*.py")}
+    graph = nx.DiGraph()
+    for module, path in paths.items():
+        if path.name == "__init__.py":
+            continue
+        for name in imported(ast.parse(path.read_text(encoding="utf-8"))):
+            if name in paths and name != module and paths[name].name != "__init__.py":
+                graph.add_edge(module, name)
+    assert list(nx.simple_cycles(graph)) == []
