@@ -61,6 +61,12 @@ class Errors:
     scale_lo: np.ndarray
     scale_hi: np.ndarray
 
+    def __post_init__(self) -> None:
+        # An end that came out NaN (``inf - inf`` where an error is unbounded on both sides) is
+        # unbounded; left NaN it would vanish in a later comparison and let a claim through.
+        for name in ("on_lo", "on_hi", "off_lo", "off_hi", "scale_lo", "scale_hi"):
+            object.__setattr__(self, name, _unbounded_where_undefined(name, np.asarray(getattr(self, name))))
+
     @staticmethod
     def zero(width: int) -> Errors:
         z = np.zeros(width)
@@ -287,7 +293,8 @@ def reader_parts(view: ModelView, proj: Projection | None, matrix: sparse.csc_ar
                 off_hi[erring_rows] += hi
             total_lo = np.add.reduceat(off_lo, starts, axis=0)  # Σ o_j' per s-op
             total_hi = np.add.reduceat(off_hi, starts, axis=0)
-            step_lo, step_hi = on_lo - off_lo, on_hi - off_hi  # t_j - o_j
+            with np.errstate(invalid="ignore"):
+                step_lo, step_hi = on_lo - off_lo, on_hi - off_hi  # t_j - o_j
             weighed = (a_rows != 0) & live[:, None]
             unweighed = ~weighed & live[:, None]
             alpha_hi = _reduce(a_rows, weighed, starts, np.maximum, -np.inf)
@@ -318,4 +325,18 @@ def reader_parts(view: ModelView, proj: Projection | None, matrix: sparse.csc_ar
         empty, grid = np.zeros(0), np.zeros((groups, 0))
         return ReaderParts(empty, empty, empty, np.zeros(0, bool), empty, grid.astype(bool), grid, grid, grid, grid,
                            grid, grid, empty, empty)
-    return ReaderParts(**{name: np.concatenate(parts, axis=-1) for name, parts in out.items()})
+    return ReaderParts(**{name: _unbounded_where_undefined(name, np.concatenate(parts, axis=-1))
+                          for name, parts in out.items()})
+
+
+def _unbounded_where_undefined(name: str, values: np.ndarray) -> np.ndarray:
+    """An end of an interval that came out NaN (an unbounded error on both sides of a
+    difference, ``inf - inf``) is unbounded: ``-inf`` for a low end, ``inf`` for a high end. Left
+    NaN, it would vanish in a later comparison (``nan > margin`` is false) and let a claim through."""
+    if values.dtype.kind != "f" or not np.isnan(values).any():
+        return values
+    if name.endswith("_lo"):
+        return np.where(np.isnan(values), -np.inf, values)
+    if name.endswith("_hi") or name == "noise":
+        return np.where(np.isnan(values), np.inf, values)
+    return values
