@@ -134,11 +134,14 @@ def run(
     options: Options, jobs: int = 1, indices: Sequence[int] | None = None, timeout: float = PROGRAM_TIMEOUT,
     worker: Callable[[tuple[Any, int]], Any] = _worker, in_process: bool | None = None,
 ) -> Iterable[ProgramResult]:
-    """Results in program order, computed by `jobs` processes.
+    """Results as they finish, computed by `jobs` processes (in program order with one job, in
+    this process); each result's `index` says which program it is.
 
     `indices` selects the programs to check (default: all `options.programs`); with several
-    jobs, waiting more than `timeout` seconds for the next program's result raises. `worker`
-    computes one result from `(options, index)` (default: `run_one`); another fuzz
+    jobs, waiting more than `timeout` seconds for any next result raises, naming the programs
+    still out. Results come as they finish, so a program that runs long (an XLA compile the
+    time limit cannot interrupt) holds up only its own worker, not the results after it.
+    `worker` computes one result from `(options, index)` (default: `run_one`); another fuzz
     (`benchmarks/claims.py`) passes its own, a module-level function so the workers can load it.
     `in_process` (default: `jobs <= 1`) runs the tasks in this process; False with one job gives
     one recycled worker, whose memory cannot grow over a long run.
@@ -150,17 +153,21 @@ def run(
     # Workers are recycled (a long-lived one once grew until the OOM killer took it, which
     # hangs a Pool forever); waiting on each result is bounded so a lost task raises instead.
     context = multiprocessing.get_context("spawn")
+    pending = {index for _, index in tasks}
     with context.Pool(max(jobs, 1), maxtasksperchild=WORKER_TASKS) as pool:
-        results = pool.imap(worker, tasks, chunksize=1)
-        for _, index in tasks:
+        results = pool.imap_unordered(worker, tasks, chunksize=1)
+        for _ in tasks:
             try:
-                yield results.next(timeout=timeout)
+                result = results.next(timeout=timeout)
             except multiprocessing.TimeoutError:
+                out = sorted(pending)
                 raise RuntimeError(
-                    f"no result for program {index} within {timeout:g} s: a worker was "
-                    "killed (out of memory?) or the program compiles very slowly; rerun with a "
-                    f"larger --program-timeout, or that program alone with --jobs 1 -n {index + 1}"
+                    f"no result within {timeout:g} s; programs still out: {out[:10]}: a worker was "
+                    "killed (out of memory?) or a program compiles very slowly; rerun with a "
+                    f"larger --program-timeout, or one of them alone with --jobs 1 -n {out[0] + 1}"
                 ) from None
+            pending.discard(result.index)
+            yield result
 
 
 def _percent(count: int, total: int) -> str:
