@@ -136,3 +136,22 @@ def test_numpy_forward_repeats_a_compiled_loops_tied_block():
     logits = numpy_forward.forward(model.config, model.params, ids)
     decoded = [model.output_encoder.decode(row)[1:] for row in np.asarray(logits)]
     assert decoded == [loop([1, 0, 1, 1]), loop([0, 1, 1, 0])] == [row[1:] for row in model.apply_batch(batch)]
+
+
+class _Done(collections.namedtuple("_Done", "index")):
+    """A stand-in result: only its index, which is all `driver.run` reads."""
+
+
+def _slow_first(args):
+    """A worker whose program 0 takes a while and every other program none."""
+    import time
+
+    _, index = args
+    time.sleep(3.0 if index == 0 else 0.0)
+    return _Done(index)
+
+
+def test_with_several_workers_results_come_as_they_finish():
+    """A slow program holds up only its own worker: the others' results are not queued behind it."""
+    got = [r.index for r in driver.run(driver.Options(programs=4), jobs=2, worker=_slow_first, timeout=60)]
+    assert sorted(got) == [0, 1, 2, 3] and got[-1] == 0
