@@ -48,11 +48,9 @@ def agreeing_index(values: Sequence[Any], expected: Any) -> int:
     Returns:
       An index into ``values``, or -1.
     """
-    for i, value in enumerate(values):
-        if value == expected and type(value) is type(expected):
-            return i
-    if not isinstance(expected, _NUMBERS):
-        return next((i for i, value in enumerate(values) if value == expected), -1)
+    equal = next((i for i, value in enumerate(values) if value == expected), -1)
+    if equal >= 0 or not isinstance(expected, _NUMBERS):
+        return equal
     near = [(abs(float(v) - float(expected)), i) for i, v in enumerate(values)
             if isinstance(v, _NUMBERS) and same_value(v, expected)]
     return min(near)[1] if near else -1

@@ -103,13 +103,13 @@ class Variant:
     exact_net: Network | None = None  # f: the exact-basis network with the variant's components (structural circuit)
 
 
-def _parts(name: str) -> list[tuple[str, str]]:
-    """`"reparametrised+c@0.6"` -> `[("e", ""), ("c", "0.6")]`: each part's letter (a name
-    read as its letter; an unknown one kept as written) and what follows its '@'."""
+def _parts(name: str) -> list[tuple[str, str | None]]:
+    """`"reparametrised+c@0.6"` -> `[("e", None), ("c", "0.6")]`: each part's letter (a name
+    read as its letter; an unknown one kept as written) and what follows its '@' (None without)."""
     parts = []
     for part in name.split("+"):
-        setting, _, argument = part.strip().partition("@")
-        parts.append((_ALIASES.get(setting.strip().lower(), setting.strip()), argument))
+        setting, at, argument = part.strip().partition("@")
+        parts.append((_ALIASES.get(setting.strip().lower(), setting.strip()), argument if at else None))
     return parts
 
 
@@ -142,7 +142,7 @@ def parse(name: str) -> tuple[str, ...]:
 def squeeze(name: str) -> float:
     """The width fraction of a variant name: `"c@0.6"` -> 0.6 (the projection of b or c is
     `0.6` times its smallest exact width, so in deeper superposition than exact), 1.0 without."""
-    fractions = [(letter, argument) for (letter, argument), part in zip(_parts(name), name.split("+")) if "@" in part]
+    fractions = [(letter, argument) for letter, argument in _parts(name) if argument is not None]
     if not fractions:
         return 1.0
     if len(fractions) > 1 or fractions[0][0] not in ("b", "c", "g"):
