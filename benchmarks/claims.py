@@ -100,7 +100,7 @@ from rasp import rasp
 CONFIGS: tuple[tuple[bool, bool], ...] = ((True, False), (True, True), (False, False), (False, True))
 LIBRARY_SIZES = (3, 5, 10)
 PROGRAM_TIMEOUT = 600.0  # seconds one program (all its configurations) may take
-POOL_MARGIN = 300.0  # extra seconds the pool waits for a result before it calls the worker lost
+POOL_MARGIN = 300.0  # extra seconds a worker process gets past the program's time before it is killed
 CHECKPOINT_EVERY = 20  # programs between two saves of the results file
 LIBRARY_STRIDE = 1000  # library index = -(LIBRARY_STRIDE * catalogue position + size)
 # What a configuration can end as.
@@ -519,6 +519,21 @@ def claims_worker(task: tuple[ClaimsOptions, int]) -> ProgramClaims:
     return claims_of_program(*task)
 
 
+def lost_claims(task: tuple[ClaimsOptions, int], reason: str) -> ProgramClaims:
+    """The record of a program whose worker process was killed past its time (every configuration
+    a TIMEOUT) or died (a CRASH), for `compiler.fuzzing.driver.run`."""
+    options, index = task
+    status = CRASH if "died" in reason else TIMEOUT
+    configs = tuple(_config_result(o, c, time.perf_counter(), status, f"worker: {reason}")
+                    for o, c in chosen_configs(options, index))
+    try:
+        case: Case | None = case_of(options, index)
+    except Exception:
+        case = None
+    return ProgramClaims(index, case.name if case else "?", case.size if case else 0,
+                         case.setting if case else -1, configs, 0.0, _source(case) if case else "")
+
+
 # -- the table ---------------------------------------------------------------------------------
 
 
@@ -702,7 +717,7 @@ def run_claims(options: ClaimsOptions, indices: Sequence[int], jobs: int = 1) ->
     hundreds of programs even with its caches cleared."""
     in_process = jobs == 1 and len(indices) <= driver.WORKER_TASKS
     yield from driver.run(options, jobs, indices, options.timeout + POOL_MARGIN, worker=claims_worker,
-                          in_process=in_process)
+                          in_process=in_process, lost=lost_claims)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import multiprocessing
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from compiler.errors import CompilerError
-from compiler.fuzzing import checkpoint, random_programs, regression
+from compiler.fuzzing import checkpoint, random_programs, regression, workers
 from compiler.fuzzing.differential import (
     CRASH,
     EXACT,
@@ -50,7 +49,7 @@ SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (
 )
 MODES = (False, True)  # causal
 WORKER_TASKS = 40  # programs per worker process before it is replaced
-PROGRAM_TIMEOUT = 900  # seconds to wait for the next result before giving up
+PROGRAM_TIMEOUT = 900  # seconds one program may take in a worker process before it is killed
 CHECKPOINT_EVERY = 50  # programs between two saves of the results file
 
 
@@ -133,41 +132,33 @@ def _worker(args: tuple[Options, int]) -> ProgramResult:
 def run(
     options: Options, jobs: int = 1, indices: Sequence[int] | None = None, timeout: float = PROGRAM_TIMEOUT,
     worker: Callable[[tuple[Any, int]], Any] = _worker, in_process: bool | None = None,
+    lost: Callable[[tuple[Any, int], str], Any] | None = None,
 ) -> Iterable[ProgramResult]:
     """Results as they finish, computed by `jobs` processes (in program order with one job, in
     this process); each result's `index` says which program it is.
 
-    `indices` selects the programs to check (default: all `options.programs`); with several
-    jobs, waiting more than `timeout` seconds for any next result raises, naming the programs
-    still out. Results come as they finish, so a program that runs long (an XLA compile the
-    time limit cannot interrupt) holds up only its own worker, not the results after it.
-    `worker` computes one result from `(options, index)` (default: `run_one`); another fuzz
-    (`benchmarks/claims.py`) passes its own, a module-level function so the workers can load it.
-    `in_process` (default: `jobs <= 1`) runs the tasks in this process; False with one job gives
-    one recycled worker, whose memory cannot grow over a long run.
+    `indices` selects the programs to check (default: all `options.programs`). With worker
+    processes, a program running past `timeout` seconds (an XLA compile no signal interrupts) has
+    its process killed and replaced, and `lost(task, reason)` stands for its result (default:
+    `lost_program`, both modes a CRASH naming the reason), as it does for a process that died;
+    the other programs go on. `worker` computes one result from `(options, index)` (default:
+    `run_one`); another fuzz (`benchmarks/claims.py`) passes its own, a module-level function so
+    the workers can load it. `in_process` (default: `jobs <= 1`) runs the tasks in this process;
+    False with one job gives one recycled worker, whose memory cannot grow over a long run.
     """
     tasks = [(options, i) for i in (range(options.programs) if indices is None else indices)]
     if jobs <= 1 if in_process is None else in_process:
         yield from map(worker, tasks)
         return
-    # Workers are recycled (a long-lived one once grew until the OOM killer took it, which
-    # hangs a Pool forever); waiting on each result is bounded so a lost task raises instead.
-    context = multiprocessing.get_context("spawn")
-    pending = {index for _, index in tasks}
-    with context.Pool(max(jobs, 1), maxtasksperchild=WORKER_TASKS) as pool:
-        results = pool.imap_unordered(worker, tasks, chunksize=1)
-        for _ in tasks:
-            try:
-                result = results.next(timeout=timeout)
-            except multiprocessing.TimeoutError:
-                out = sorted(pending)
-                raise RuntimeError(
-                    f"no result within {timeout:g} s; programs still out: {out[:10]}: a worker was "
-                    "killed (out of memory?) or a program compiles very slowly; rerun with a "
-                    f"larger --program-timeout, or one of them alone with --jobs 1 -n {out[0] + 1}"
-                ) from None
-            pending.discard(result.index)
-            yield result
+    yield from workers.run_tasks(tasks, jobs, worker, timeout, lost or lost_program, WORKER_TASKS)
+
+
+def lost_program(task: tuple[Options, int], reason: str) -> ProgramResult:
+    """The result of a program whose worker process was killed or died: a CRASH in both modes."""
+    options, index = task
+    spec, _, _ = program_spec(options, index)
+    outcome = Outcome(CRASH, f"worker: {reason}")
+    return ProgramResult(index, spec.size, index % len(options.settings), (outcome,) * len(MODES))
 
 
 def _percent(count: int, total: int) -> str:

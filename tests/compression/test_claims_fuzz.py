@@ -153,3 +153,12 @@ def test_an_unbounded_error_on_both_sides_of_a_difference_gives_no_claim():
     random = next(w for w in config.claims if w.role == "random")
     assert random.wrong > 0 and random.status == claims.NOT_CLAIMED
     assert [w.role for w in config.claims if w.status == claims.WRONG_CLAIM] == []
+
+
+def test_a_program_whose_worker_was_killed_is_recorded_as_a_timeout_and_fails_the_run():
+    record = claims.lost_claims((OPTIONS, 2), "over 900 s: its worker process was killed")
+    assert [c.status for c in record.configs] == [claims.TIMEOUT] and record.failed
+    assert record.index == 2 and record.name == "random" and "over 900 s" in claims.failure_line(record)
+    assert record.source.startswith("# vocab")  # the program can be rebuilt from its record
+    died = claims.lost_claims((OPTIONS, 2), "its worker process died after 5 s (out of memory?)")
+    assert [c.status for c in died.configs] == [claims.CRASH]

@@ -1,0 +1,33 @@
+"""The fuzz's worker processes: a task past its time limit, or whose process dies, is replaced
+by a stand-in result and the run goes on."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from compiler.fuzzing import workers
+
+
+def _hang_on_one_die_on_two(task):
+    """Program 1 runs far past any limit, program 2 kills its own process, the rest return."""
+    _, index = task
+    if index == 1:
+        time.sleep(600)
+    if index == 2:
+        os._exit(3)
+    return ("done", index)
+
+
+def _lost(task, reason):
+    return ("lost", task[1], reason)
+
+
+def test_a_stuck_task_and_a_dead_worker_are_replaced_and_the_rest_still_run():
+    tasks = [(None, i) for i in range(5)]
+    started = time.monotonic()
+    got = {r[1]: r for r in workers.run_tasks(tasks, 2, _hang_on_one_die_on_two, 8.0, _lost, 2)}
+    assert sorted(got) == [0, 1, 2, 3, 4]
+    assert [got[i][0] for i in range(5)] == ["done", "lost", "lost", "done", "done"]
+    assert "over 8 s" in got[1][2] and "died" in got[2][2]
+    assert time.monotonic() - started < 120  # the stuck task did not hold the run for its 600 s
