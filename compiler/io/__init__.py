@@ -7,7 +7,7 @@ Modules in reading order:
 * ``export_info`` — ``ExportInfo``: what an export's tensors mean (ids, decoding, padded heads,
   the projection of a compressed export).
 * ``hf_tokenizer`` — a Hugging Face tokenizer over a compiled model's vocabulary.
-* ``export`` — ``to_transformer_lens``, ``export_weights`` and ``fold_projection``.
+* ``export`` — ``to_transformer_lens`` and ``export_weights``.
 
 ``save_model``, ``load_model`` and ``to_transformer_lens`` are re-exported by ``compiler``.
 """

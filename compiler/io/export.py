@@ -31,7 +31,7 @@ What makes the export exact rather than approximately equal:
   by 10^9 and its softmax weight is exactly 0. Padded batches therefore need no
   `attention_mask` (which TransformerLens 3 ignores for bidirectional models). A compressed
   export keeps the mask only when `W` leaves `one` and `tokens:PAD` on axes of their own
-  (`_on_own_axes`); otherwise `pad_mask_dim` is `None` and batches must hold one length.
+  (`_own_axes`); otherwise `pad_mask_dim` is `None` and batches must hold one length.
 
 TransformerLens' default weight processing (centring the unembedding, centring writing weights,
 folding layer norms) changes a compiled model's outputs; the returned model warns with
@@ -52,15 +52,14 @@ from typing import Any
 import numpy as np
 
 from compiler.io.export_info import ExportError, ExportInfo
+from compiler.io.files import model_tensors, tensor_name
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.config import AttentionSpec, MLPSpec
+from compiler.model.config import AttentionSpec, MLPSpec, layer_module
+from compiler.model.dense import fold_projection
 from compiler.model.tying import untied
 from compiler.model.weights import (
     head_weights,
     mlp_weights,
-    position_embedding,
-    token_embedding,
-    unembedding,
 )
 from craft.bases import ONE_NAME, TOKENS_NAME, BasisDirection
 from craft.numerics import softmax
@@ -72,7 +71,6 @@ __all__ = [
     "ExportedWeights",
     "WeightProcessingWarning",
     "export_weights",
-    "fold_projection",
     "numpy_forward",
     "to_transformer_lens",
     "transformer_lens_version",
@@ -188,7 +186,7 @@ def export_weights(
             it); `None` for a target that does not scale (`use_attn_scale=False`).
         projection: `None`, or a `[D, d]` matrix `W` (numpy, JAX or torch): the weights of the
             compressed model that `model.forward(params, ids, projection=W)` runs, with
-            `d_model = d` (`fold_projection`).
+            `d_model = d` (`compiler.model.dense.fold_projection`).
 
     Returns:
         `ExportedWeights`: the state dict, the config arguments and the `ExportInfo`.
@@ -200,33 +198,34 @@ def export_weights(
     config = model.config
     width = config.residual_width
     n_heads, d_head, d_mlp = _sizes(model)
-    mask_columns = _pad_mask_columns(model)
+    tensors = model_tensors(model, "dense")
+    mask_axes = _pad_mask_columns(model)
     if projection is not None:
         projection = _checked_projection(projection, width)
-        if mask_columns is not None and not _on_own_axes(projection, mask_columns):
-            mask_columns = None
-    mask_dim = d_head if mask_columns is not None else None
-    d_head_out = max(1, d_head + (mask_columns is not None))
+        mask_axes = _own_axes(projection, mask_axes) if mask_axes is not None else None
+        tensors = fold_projection(tensors, projection)
+    d_model = width if projection is None else int(projection.shape[1])
+    mask_dim = d_head if mask_axes is not None else None
+    d_head_out = max(1, d_head + (mask_axes is not None))
     q_factor = 1.0 if attn_scale is None else float(attn_scale)
-    w_u = unembedding(model)
+    w_u = tensors[tensor_name("unembed", "w_u")]
     state: StateDict = {
-        "embed.W_E": token_embedding(model),
-        "pos_embed.W_pos": position_embedding(model),
+        "embed.W_E": tensors[tensor_name("embed", "token")],
+        "pos_embed.W_pos": tensors[tensor_name("embed", "position")],
         "unembed.W_U": w_u,
         "unembed.b_U": np.zeros(w_u.shape[1]),
     }
     blocks = _blocks(model)
     for index, (attn, mlp) in enumerate(blocks):
-        w_q = np.zeros((n_heads, width, d_head_out))
+        w_q = np.zeros((n_heads, d_model, d_head_out))
         w_k, w_v = np.zeros_like(w_q), np.zeros_like(w_q)
-        w_o = np.zeros((n_heads, d_head_out, width))
+        w_o = np.zeros((n_heads, d_head_out, d_model))
         for h in range(_heads(model, attn)):
-            weights = head_weights(model, attn, h)
-            d_qk, d_v = weights.w_q.shape[1], weights.w_v.shape[1]
-            w_q[h, :, :d_qk], w_k[h, :, :d_qk] = weights.w_q, weights.w_k
-            w_v[h, :, :d_v], w_o[h, :d_v, :] = weights.w_v, weights.w_o
-        if mask_columns is not None:
-            one, pad = mask_columns
+            q, k, v, o = (tensors[tensor_name(layer_module(attn), f"head_{h}_{part}")] for part in "qkvo")
+            w_q[h, :, : q.shape[1]], w_k[h, :, : k.shape[1]] = q, k
+            w_v[h, :, : v.shape[1]], w_o[h, : o.shape[0], :] = v, o
+        if mask_axes is not None:
+            one, pad = mask_axes
             w_q[:, one, mask_dim] = 1.0
             w_k[:, pad, mask_dim] = -PAD_MASK_LOGIT
         prefix = f"blocks.{index}.attn"
@@ -239,29 +238,27 @@ def export_weights(
                 f"{prefix}.b_Q": np.zeros((n_heads, d_head_out)),
                 f"{prefix}.b_K": np.zeros((n_heads, d_head_out)),
                 f"{prefix}.b_V": np.zeros((n_heads, d_head_out)),
-                f"{prefix}.b_O": np.zeros(width),
+                f"{prefix}.b_O": np.zeros(d_model),
             }
         )
         if d_mlp:
-            w_in, w_out = np.zeros((width, d_mlp)), np.zeros((d_mlp, width))
+            w_in, w_out = np.zeros((d_model, d_mlp)), np.zeros((d_mlp, d_model))
             if mlp is not None:
-                weights = mlp_weights(model, mlp)
-                w_in[:, : weights.hidden_width] = weights.w_in
-                w_out[: weights.hidden_width] = weights.w_out
+                hidden = tensors[tensor_name(layer_module(mlp), "w_in")]
+                w_in[:, : hidden.shape[1]] = hidden
+                w_out[: hidden.shape[1]] = tensors[tensor_name(layer_module(mlp), "w_out")]
             state.update(
                 {
                     f"blocks.{index}.mlp.W_in": w_in,
                     f"blocks.{index}.mlp.b_in": np.zeros(d_mlp),
                     f"blocks.{index}.mlp.W_out": w_out,
-                    f"blocks.{index}.mlp.b_out": np.zeros(width),
+                    f"blocks.{index}.mlp.b_out": np.zeros(d_model),
                 }
             )
-    if projection is not None:
-        state = fold_projection(state, projection)
     label = getattr(model.program, "label", None)
     cfg = {
         "n_layers": len(blocks),
-        "d_model": width if projection is None else int(projection.shape[1]),
+        "d_model": d_model,
         "n_ctx": config.max_seq_len + 1,
         "d_head": d_head_out,
         "n_heads": n_heads,
@@ -296,7 +293,6 @@ def export_weights(
         projection=None if projection is None else projection.astype(np.float32),
         program_label=label if isinstance(label, str) else None,
     )
-    # float64 above, so W_Q * attn_scale is rounded once, here.
     arrays = {name: np.asarray(value, np.float32) for name, value in state.items()}
     return ExportedWeights(arrays, cfg, info)
 
@@ -316,43 +312,20 @@ def _checked_projection(projection: Any, width: int) -> np.ndarray:
     return matrix
 
 
-def _on_own_axes(projection: np.ndarray, columns: tuple[int, ...]) -> bool:
-    """Whether each residual column in `columns` is written by `projection` as exactly 1 on an
-    axis that no other column touches: then reading it back through `projection.T` is exact,
-    so the PAD mask (1e9 times the `tokens:PAD` reading) adds exactly 0 to non-PAD keys."""
+def _own_axes(projection: np.ndarray, columns: tuple[int, int]) -> tuple[int, int] | None:
+    """The axes of the compressed stream that residual columns `columns` (`one`, `tokens:PAD`)
+    are written to, when `projection` writes each as exactly 1 on an axis no other column
+    touches: reading it back through `projection.T` is then exact, so the PAD mask (1e9 times
+    the `tokens:PAD` reading) adds exactly 0 to non-PAD keys. None otherwise."""
+    axes = []
     for column in columns:
-        axes = np.flatnonzero(projection[column])
-        if len(axes) != 1 or projection[column, axes[0]] != 1.0:
-            return False
-        if np.count_nonzero(projection[:, axes[0]]) != 1:
-            return False
-    return True
-
-
-def fold_projection(state: StateDict, projection: np.ndarray) -> StateDict:
-    """The property-format weights of the compressed model with residual projection `W`.
-
-    The compressed model writes through `W` (`[D, d]`) and reads through `W.T`: embeddings,
-    attention outputs and MLP outputs are multiplied by `W` on the right, queries, keys, values,
-    MLP inputs and the unembedding by `W.T` on the left. The result has `d_model = d`; every
-    other size is unchanged. Works in the dtype of `projection` (float64 in `export_weights`).
-    """
-    w = np.asarray(projection)
-    writes = {"embed.W_E", "pos_embed.W_pos"}
-    folded: StateDict = {}
-    for name, value in state.items():
-        part = name.rsplit(".", 1)[-1]
-        if name in writes or part in ("W_out", "b_out", "b_O"):
-            folded[name] = value @ w  # [..., D] -> [..., d]
-        elif part == "W_O":
-            folded[name] = np.einsum("heD,Dd->hed", value, w)
-        elif part in ("W_Q", "W_K", "W_V"):
-            folded[name] = np.einsum("Dd,hDe->hde", w, value)
-        elif part in ("W_in", "W_U"):
-            folded[name] = w.T @ value  # [D, n] -> [d, n]
-        else:
-            folded[name] = value  # biases inside heads, MLPs and the unembedding
-    return folded
+        nonzero = np.flatnonzero(projection[column])
+        if len(nonzero) != 1 or projection[column, nonzero[0]] != 1.0:
+            return None
+        if np.count_nonzero(projection[:, nonzero[0]]) != 1:
+            return None
+        axes.append(int(nonzero[0]))
+    return axes[0], axes[1]
 
 
 def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.ndarray:
@@ -414,7 +387,7 @@ def to_transformer_lens(model: CompiledModel, device: str = "cpu", *, projection
         device: the torch device of the weights.
         projection: `None`, or a `[D, d]` residual projection `W`: export the compressed model
             `model.forward(params, ids, projection=W)` runs, with `d_model = d`
-            (`fold_projection`); `export_info.decompress` maps its residuals back to the labels.
+            (`compiler.model.dense.fold_projection`); `export_info.decompress` maps its residuals back to the labels.
 
     Returns:
         The TransformerLens model in eval mode, with `.export_info` (an `ExportInfo` whose

@@ -111,7 +111,8 @@ def _dense_shape(spec: SparseLinear, rows: int | None, columns: int | None) -> t
     return (spec.shape[0] if rows is None else rows, spec.shape[1] if columns is None else columns)
 
 
-def _tensor_name(module: str, name: str) -> str:
+def tensor_name(module: str, name: str) -> str:
+    """The flat name of parameter `name` of Haiku module `module` in a model file or zoo record."""
     return f"{MODULE_NAME}/{module}/{name}"
 
 
@@ -124,7 +125,7 @@ def model_tensors(model: CompiledModel, storage: str = "dense") -> dict[str, np.
         param = np.asarray(model.params[f"{MODULE_NAME}/{module}"][name], dtype=np.float32)
         if storage == "dense":
             param = spec.full_matrix(param, *_dense_shape(spec, rows, columns))
-        tensors[_tensor_name(module, name)] = np.ascontiguousarray(param, dtype=np.float32)
+        tensors[tensor_name(module, name)] = np.ascontiguousarray(param, dtype=np.float32)
     return tensors
 
 

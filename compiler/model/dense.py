@@ -14,6 +14,11 @@ shows storage: `w_out` as a vector of 22 non-zeros, `w_u` of shape `(4,)`. Two v
   `.../unembed` `w_u: [D, n]`), so treescope, penzai or any Haiku tool sees `[D, ...]`
   matrices, and its forward pass computes what the sparse one does.
 
+Dense weights stored flat, under those names with the module prefix (model files, zoo records),
+become a model again with `config_of_dense_tensors`; `fold_projection` turns them into the
+weights of the compressed model that a residual projection `W` makes (the one place a projection
+is folded into weights: zoo records, the TransformerLens export and circuit networks use it).
+
 Both work on compiled and loaded models (a loaded model has no Craft blocks, so its hidden units
 are numbered instead of named).
 """
@@ -21,11 +26,13 @@ are numbered instead of named).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.model.config import (
     LAYER_PREFIX,
     MLP_IN,
@@ -245,6 +252,47 @@ def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, caus
         numerical_output=numerical_output,
     )
     return config, {f"{MODULE_NAME}/{key}": value for key, value in modules.items()}
+
+
+# Flat tensor names (`config_of_dense_tensors`) of the weights that write the residual stream and
+# of those that read it.
+_WRITES = re.compile(r"(^|/)(embed/token|embed/position|layer_\d+/head_\d+_o|layer_\d+/w_out)$")
+_READS = re.compile(r"(^|/)(layer_\d+/head_\d+_[qkv]|layer_\d+/w_in|unembed/w_u)$")
+
+
+def fold_projection(tensors: dict[str, np.ndarray], projection: np.ndarray) -> dict[str, np.ndarray]:
+    """The weights of the compressed model whose residual stream is `r @ W` (width d).
+
+    Every weight that writes the stream (the embeddings, a head's `_o`, an MLP's `w_out`) is
+    multiplied by `W` on the right, every weight that reads it (`_q`, `_k`, `_v`, `w_in`, `w_u`)
+    by `Wᵀ` on the left, so the result is an ordinary model of width d that computes what
+    `forward(params, ids, projection=W)` computes. The products are formed in float64 and
+    rounded once to float32.
+
+    Args:
+      tensors: dense weights under their flat names (`compiled_transformer/layer_2/w_in`, or
+        without the module prefix), as `config_of_dense_tensors` reads them.
+      projection: `W`, `[D, d]` with D the tensors' residual width.
+    Returns:
+      The folded tensors under the same names, float32.
+    Raises:
+      CompilerError: a tensor that neither reads nor writes the stream, or a `W` whose first
+        dimension is not the residual width.
+    """
+    w = np.asarray(projection, np.float64)
+    folded = {}
+    for name, tensor in tensors.items():
+        t = np.asarray(tensor, np.float64)
+        if _WRITES.search(name):
+            product, width = t @ w if t.shape[-1] == w.shape[0] else None, t.shape[-1]
+        elif _READS.search(name):
+            product, width = w.T @ t if t.shape[0] == w.shape[0] else None, t.shape[0]
+        else:
+            raise CompilerError(f"tensor {name!r} neither reads nor writes the residual stream")
+        if product is None:
+            raise CompilerError(f"projection of shape {w.shape} does not fit tensor {name!r} (residual width {width})")
+        folded[name] = np.ascontiguousarray(product, dtype=np.float32)
+    return folded
 
 
 def dense_model(model: Any) -> Any:

@@ -24,11 +24,12 @@ import functools
 import numpy as np
 
 from compiler.errors import LabError
+from compiler.io.files import model_tensors, tensor_name
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.config import AttentionSpec
+from compiler.model.config import AttentionSpec, layer_module
+from compiler.model.dense import fold_projection
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compiler.model.tying import untied
-from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 from compiler.passes import nodes
 
 PORTS = ("q", "k", "v")  # a head's three inputs, in this order
@@ -210,21 +211,21 @@ def _written(labels: tuple[str, ...], matrix: np.ndarray) -> tuple[str, ...]:
     return _sop_names(labels, np.nonzero(np.any(matrix != 0, axis=0))[0])
 
 
-def _stack_heads(heads: list, projection: np.ndarray) -> AttentionLayer:
-    width_qk = max(h.w_q.shape[1] for h in heads)
-    width_v = max(h.w_v.shape[1] for h in heads)
+def _stack_heads(heads: list[tuple[np.ndarray, ...]]) -> AttentionLayer:
+    """Heads' `(w_q, w_k, w_v, w_o)`, zero-padded to the layer's widest and stacked."""
+    width_qk = max(q.shape[1] for q, _, _, _ in heads)
+    width_v = max(v.shape[1] for _, _, v, _ in heads)
 
     def pad(matrix: np.ndarray, width: int, axis: int) -> np.ndarray:
         extra = [(0, 0), (0, 0)]
         extra[axis] = (0, width - matrix.shape[axis])
         return np.pad(matrix, extra)
 
-    read = projection.T  # [d, D]
     return AttentionLayer(
-        w_q=np.stack([read @ pad(h.w_q, width_qk, 1) for h in heads]),
-        w_k=np.stack([read @ pad(h.w_k, width_qk, 1) for h in heads]),
-        w_v=np.stack([read @ pad(h.w_v, width_v, 1) for h in heads]),
-        w_o=np.stack([pad(h.w_o, width_v, 0) @ projection for h in heads]),
+        w_q=np.stack([pad(q, width_qk, 1) for q, _, _, _ in heads]),
+        w_k=np.stack([pad(k, width_qk, 1) for _, k, _, _ in heads]),
+        w_v=np.stack([pad(v, width_v, 1) for _, _, v, _ in heads]),
+        w_o=np.stack([pad(o, width_v, 0) for _, _, _, o in heads]),
     )
 
 
@@ -268,15 +269,21 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     config = model.config
     labels = config.residual_labels
     width = config.residual_width
-    projection = np.eye(width, dtype=np.float32) if projection is None else np.asarray(projection, np.float32)
-    if projection.ndim != 2 or projection.shape[0] != width:
-        raise LabError(f"projection must be [D, d] with D = {width} residual dimensions, got {projection.shape}")
+    if projection is not None:
+        projection = np.asarray(projection, np.float32)
+        if projection.ndim != 2 or projection.shape[0] != width:
+            raise LabError(f"projection must be [D, d] with D = {width} residual dimensions, got {projection.shape}")
     outputs = model.output_columns
     label = output or next(iter(outputs))
     if label not in outputs:
         raise LabError(f"output {label!r} is not one of the model's outputs {sorted(outputs)}; pass one of those")
-    tok = token_embedding(model)
-    pos = position_embedding(model)
+    exact = model_tensors(model, "dense")  # over the residual labels, which name what each part writes
+    folded = exact if projection is None else fold_projection(exact, projection)
+
+    def weight(module: str, name: str, tensors: dict[str, np.ndarray] = folded) -> np.ndarray:
+        return tensors[tensor_name(module, name)]
+
+    tok, pos = weight("embed", "token", exact), weight("embed", "position", exact)
     sources = [
         Component("embed tokens", "embed", hook="hook_embed", auto_circuit="Resid Start", writes=_written(labels, tok)),
         Component("embed positions", "embed", hook="hook_pos_embed", auto_circuit="Resid Start",
@@ -285,39 +292,39 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     ports: list[Port] = []
     layers: list[AttentionLayer | MLPLayer] = []
     for index, spec in enumerate(config.layers):
-        block = index // 2
+        block, module = index // 2, layer_module(index)
         if isinstance(spec, AttentionSpec):
             if not spec.heads:
                 continue
-            heads = [head_weights(model, index, h) for h in range(len(spec.heads))]
-            for h in range(len(heads)):
+            for h in range(len(spec.heads)):
                 name = head_name(block, h)
                 for port in PORTS:
                     ports.append(Port(name, port, f"blocks.{block}.attn.hook_{port}", h, f"A{block}.{h}.{port.upper()}",
                                       f"blocks.{block}.attn.W_{port.upper()}"))
-            for h, weights in enumerate(heads):
+            for h in range(len(spec.heads)):
                 sources.append(Component(head_name(block, h), "head", block, h, f"blocks.{block}.attn.hook_z", h,
-                                         f"A{block}.{h}", _written(labels, weights.w_o), f"blocks.{block}.attn.W_O"))
-            layers.append(_stack_heads(heads, projection))
+                                         f"A{block}.{h}", _written(labels, weight(module, f"head_{h}_o", exact)),
+                                         f"blocks.{block}.attn.W_O"))
+            layers.append(_stack_heads([tuple(weight(module, f"head_{h}_{part}") for part in "qkvo")
+                                        for h in range(len(spec.heads))]))
         else:
-            weights = mlp_weights(model, index)
-            if weights.hidden_width == 0:
+            if spec.w_in.shape[1] == 0:
                 continue
             name = mlp_name(block)
             ports.append(Port(name, MLP_PORT, f"blocks.{block}.hook_mlp_in", None, f"MLP {block}"))
             sources.append(Component(name, "mlp", block, None, f"blocks.{block}.hook_mlp_out", None, f"MLP {block}",
-                                     _written(labels, weights.w_out)))
-            layers.append(MLPLayer(projection.T @ weights.w_in, weights.w_out @ projection, weights.activation))
+                                     _written(labels, weight(module, "w_out", exact))))
+            layers.append(MLPLayer(weight(module, "w_in"), weight(module, "w_out"), spec.activation))
     last_block = max(len(config.layers) - 1, 0) // 2
     ports.append(Port("unembed", MLP_PORT, f"blocks.{last_block}.hook_resid_post", None, "Resid End"))
     numerical = bool(model.output_encoder.numerical) if len(outputs) == 1 else outputs[label].stop - outputs[label].start == 1 and _is_numerical(model, label)
     return Network(
         sources=tuple(sources),
         ports=tuple(ports),
-        tok_embed=tok @ projection,
-        pos_embed=pos @ projection,
+        tok_embed=weight("embed", "token"),
+        pos_embed=weight("embed", "position"),
         layers=tuple(layers),
-        unembed=projection.T @ unembedding(model),
+        unembed=weight("unembed", "w_u"),
         columns=outputs[label],
         numerical=numerical,
         numerical_tolerance=numerical_tolerance(model, label) if numerical else EMPTY_THRESHOLD,

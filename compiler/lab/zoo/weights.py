@@ -27,22 +27,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 import numpy as np
 import safetensors.numpy
 
-from compiler.errors import LabError
 from compiler.fuzzing import numpy_forward
 from compiler.io.files import model_tensors, safetensors_bytes
 from compiler.lab.circuits.components import AttentionLayer, Network
+from compiler.model import dense
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, MLPSpec
 from compiler.model.dense import config_of_dense_tensors
 
 PROJECTION = "projection"
-_WRITES = re.compile(r"/(embed/token|embed/position|layer_\d+/head_\d+_o|layer_\d+/w_out)$")
-_READS = re.compile(r"/(layer_\d+/head_\d+_[qkv]|layer_\d+/w_in|unembed/w_u)$")
 
 
 def dense_tensors(model: CompiledModel) -> dict[str, np.ndarray]:
@@ -75,19 +72,9 @@ def network_tensors(net: Network) -> dict[str, np.ndarray]:
 
 
 def fold_projection(tensors: dict[str, np.ndarray], w: np.ndarray) -> dict[str, np.ndarray]:
-    """The d-dimensional model that `W` makes of `tensors` (see the module docstring), plus `W`."""
-    w = np.asarray(w, np.float64)
-    folded = {}
-    for name, tensor in tensors.items():
-        t = np.asarray(tensor, np.float64)
-        if _WRITES.search(name):
-            folded[name] = t @ w
-        elif _READS.search(name):
-            folded[name] = w.T @ t
-        else:
-            raise LabError(f"tensor {name!r} neither reads nor writes the residual stream")
-    folded[PROJECTION] = w
-    return {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in folded.items()}
+    """The d-dimensional model that `W` makes of `tensors` (`compiler.model.dense.fold_projection`),
+    with `W` itself kept as the tensor `projection`."""
+    return dense.fold_projection(tensors, w) | {PROJECTION: np.ascontiguousarray(w, dtype=np.float32)}
 
 
 def forward_metadata(model: CompiledModel) -> dict:
