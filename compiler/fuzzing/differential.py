@@ -20,8 +20,8 @@ from collections.abc import Hashable, Sequence
 
 from compiler.compiling import compile_rasp
 from compiler.errors import CausalSemanticsWarning, CompilerError
-from compiler.fuzzing import numpy_forward
 from compiler.fuzzing.buckets import refusal_bucket
+from compiler.model import oracle
 from compiler.model.agree import same_value
 from compiler.model.compiled_model import CompiledModel
 from compiler.passes.validate import validate
@@ -75,7 +75,7 @@ def run_model(model: CompiledModel, inputs: list[list], engine: str) -> list[lis
     if engine == "jax":
         return [row[1:] for row in model.apply_batch(batch)]
     ids = model.input_encoder.encode_batch(batch)
-    output = numpy_forward.forward(model.config, model.params, ids)
+    output = oracle.forward(model.config, model.params, ids)
     decode = model.output_encoder.decode
     return [decode(output[row])[1 : len(tokens)] for row, tokens in enumerate(batch)]
 

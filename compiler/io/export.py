@@ -53,16 +53,16 @@ import numpy as np
 
 from compiler.io.export_info import ExportError, ExportInfo
 from compiler.io.files import model_tensors, tensor_name
+from compiler.model import oracle
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec, layer_module
-from compiler.model.dense import fold_projection
+from compiler.model.dense import config_of_dense_tensors, fold_projection
 from compiler.model.tying import untied
 from compiler.model.weights import (
     head_weights,
     mlp_weights,
 )
 from craft.bases import ONE_NAME, TOKENS_NAME, BasisDirection
-from craft.numerics import softmax
 
 __all__ = [
     "ExportError",
@@ -329,32 +329,38 @@ def _own_axes(projection: np.ndarray, columns: tuple[int, int]) -> tuple[int, in
 
 
 def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.ndarray:
-    """Logits `[batch, T, d_vocab_out]` of the exported architecture, computed in float64.
+    """Logits `[batch, T, d_vocab_out]` of the exported architecture, computed in float64: a check
+    of an export without TransformerLens.
 
-    A check of an export without TransformerLens; it scales scores as `cfg` says.
+    The state's weights are read back into the project's flat tensors (each head's slice of the
+    padded `W_Q`, divided by the attention scale `cfg` sets) and run by the test oracle
+    (`compiler.model.oracle`) without any PAD masking of its own, so padded batches are masked
+    only by the export's weights, as in TransformerLens.
+
+    Raises:
+      ExportError: a non-zero bias (the compiled models have none; this check does not add them).
     """
-    ids = np.asarray(ids)
-    length = ids.shape[-1]
-    weights = {name: np.asarray(value, np.float64) for name, value in state.items()}
-    resid = weights["embed.W_E"][ids] + weights["pos_embed.W_pos"][:length]
-    future = np.triu(np.ones((length, length), dtype=bool), k=1)
+    nonzero = [name for name, value in state.items() if ".b_" in name and np.any(value)]
+    if nonzero:
+        raise ExportError(f"numpy_forward checks bias-free exports; {nonzero[0]} is not zero")
     scale = 1.0
     if cfg.get("use_attn_scale", True):
-        scale = cfg["attn_scale"] if cfg.get("attn_scale", -1.0) > 0 else np.sqrt(cfg["d_head"])
-    for index in range(cfg["n_layers"]):
-        p = f"blocks.{index}"
-        q = np.einsum("btd,hde->bhte", resid, weights[f"{p}.attn.W_Q"]) + weights[f"{p}.attn.b_Q"][:, None]
-        k = np.einsum("btd,hde->bhte", resid, weights[f"{p}.attn.W_K"]) + weights[f"{p}.attn.b_K"][:, None]
-        v = np.einsum("btd,hde->bhte", resid, weights[f"{p}.attn.W_V"]) + weights[f"{p}.attn.b_V"][:, None]
-        scores = np.einsum("bhte,bhse->bhts", q, k) / scale
-        if cfg["attention_dir"] == "causal":
-            scores = np.where(future, -np.inf, scores)
-        mixed = np.einsum("bhts,bhse->bhte", softmax(scores), v)
-        resid = resid + np.einsum("bhte,hed->btd", mixed, weights[f"{p}.attn.W_O"]) + weights[f"{p}.attn.b_O"]
+        scale = cfg["attn_scale"] if cfg.get("attn_scale", -1.0) > 0 else float(np.sqrt(cfg["d_head"]))
+    tensors = {tensor_name("embed", "token"): state["embed.W_E"], tensor_name("embed", "position"): state["pos_embed.W_pos"],
+               tensor_name("unembed", "w_u"): state["unembed.W_U"]}
+    for block in range(cfg["n_layers"]):
+        attention, mlp = layer_module(2 * block), layer_module(2 * block + 1)
+        heads = {"q": state[f"blocks.{block}.attn.W_Q"] / scale, "k": state[f"blocks.{block}.attn.W_K"],
+                 "v": state[f"blocks.{block}.attn.W_V"], "o": state[f"blocks.{block}.attn.W_O"]}
+        for part, stack in heads.items():
+            for h, matrix in enumerate(stack):
+                tensors[tensor_name(attention, f"head_{h}_{part}")] = matrix
         if not cfg["attn_only"]:
-            hidden = np.maximum(resid @ weights[f"{p}.mlp.W_in"] + weights[f"{p}.mlp.b_in"], 0.0)
-            resid = resid + hidden @ weights[f"{p}.mlp.W_out"] + weights[f"{p}.mlp.b_out"]
-    return resid @ weights["unembed.W_U"] + weights["unembed.b_U"]
+            tensors[tensor_name(mlp, "w_in")] = state[f"blocks.{block}.mlp.W_in"]
+            tensors[tensor_name(mlp, "w_out")] = state[f"blocks.{block}.mlp.W_out"]
+    config, params = config_of_dense_tensors(tensors, pad_id=-1, causal=cfg["attention_dir"] == "causal",
+                                             numerical_output=False, activations={}, dtype=np.float64)
+    return oracle.forward(config, params, np.asarray(ids), dtype=np.float64)
 
 
 # -- the real TransformerLens model -------------------------------------------------------------

@@ -21,7 +21,9 @@ Modules in reading order:
   outside ``transformer`` that knows the Haiku parameter names).
 * ``dense`` — dense labelled weights (``LabelledMatrix``, ``labelled_weights``) and the dense
   model (``dense_model``: Haiku-standard ``[D, ...]`` params), behind
-  ``CompiledModel.labelled_weights()`` and ``CompiledModel.dense()``.
+  ``CompiledModel.labelled_weights()`` and ``CompiledModel.dense()``; dense tensors stored flat
+  as a model again (``config_of_dense_tensors``) and the one ``fold_projection``.
+* ``oracle`` — the test oracle: an independent numpy forward pass over a config and params.
 
 Import the names from their modules (``from compiler.model.weights import head_weights``);
 the entry points are re-exported by ``compiler``.

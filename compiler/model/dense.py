@@ -216,7 +216,8 @@ def dense_config_and_weights(model: HasWeights) -> tuple[ModelConfig, dict[str, 
 
 
 def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, causal: bool, numerical_output: bool,
-                            activations: dict[int, str]) -> tuple[ModelConfig, dict[str, dict[str, np.ndarray]]]:
+                            activations: dict[int, str], dtype: type = np.float32,
+                            ) -> tuple[ModelConfig, dict[str, dict[str, np.ndarray]]]:
     """The config and Haiku-keyed params of dense weights stored flat, as model files and zoo
     records name them (`compiled_transformer/layer_<i>/head_<h>_q`, `.../w_in`, ...), so that a
     forward pass over `ModelConfig` runs them. A sub-layer with no tensors (an empty one, left out
@@ -226,6 +227,7 @@ def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, caus
       tensors: every weight, dense over the residual stream, under its flat name.
       pad_id, causal, numerical_output: as the compiled model's config has them.
       activations: each MLP sub-layer's activation by index (ReLU where absent).
+      dtype: the float type of the returned params.
 
     Returns:
       `(config, params)`; the config's residual labels are the coordinates' numbers.
@@ -233,7 +235,7 @@ def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, caus
     modules: dict[str, dict[str, np.ndarray]] = {}
     for name, value in tensors.items():
         module, _, part = name.rpartition("/")
-        modules.setdefault(module.removeprefix(MODULE_NAME + "/"), {})[part] = np.asarray(value, np.float32)
+        modules.setdefault(module.removeprefix(MODULE_NAME + "/"), {})[part] = np.asarray(value, dtype)
     token, position, w_u = modules["embed"]["token"], modules["embed"]["position"], modules["unembed"]["w_u"]
     indices = [int(key.removeprefix(LAYER_PREFIX)) for key in modules if key.startswith(LAYER_PREFIX)]
     layers: list[AttentionSpec | MLPSpec] = []

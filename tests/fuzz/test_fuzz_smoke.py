@@ -120,20 +120,20 @@ def test_a_non_positive_program_timeout_is_refused(capsys):
     assert "--program-timeout must be positive, got 0" in capsys.readouterr().err
 
 
-def test_numpy_forward_repeats_a_compiled_loops_tied_block():
+def test_the_oracle_repeats_a_compiled_loops_tied_block():
     """The numpy interpreter runs the layers in `config.layer_order` (it used to run a loop's
     tied block once, so a loop model's numpy output was one iteration's)."""
     import numpy as np
 
     from compiler import compile_rasp
-    from compiler.fuzzing import numpy_forward
+    from compiler.model import oracle
 
     loop = lib.make_parity_loop(3)
     model = compile_rasp(loop, {0, 1}, 4)
     assert model.config.tied.repeats == 3
     batch = [["BOS", 1, 0, 1, 1], ["BOS", 0, 1, 1, 0]]
     ids = model.input_encoder.encode_batch(batch)
-    logits = numpy_forward.forward(model.config, model.params, ids)
+    logits = oracle.forward(model.config, model.params, ids)
     decoded = [model.output_encoder.decode(row)[1:] for row in np.asarray(logits)]
     assert decoded == [loop([1, 0, 1, 1]), loop([0, 1, 1, 0])] == [row[1:] for row in model.apply_batch(batch)]
 

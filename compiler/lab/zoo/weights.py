@@ -19,7 +19,7 @@ widest), which the reparametrisation's per-head maps fill in.
 
 The header's `__metadata__` holds `zoo_model`: JSON with what the forward pass needs besides the
 tensors (`causal`, `bos_id`, `pad_id`, `numerical_output`, the activation of every MLP).
-`forward` runs those bytes through the project's numpy oracle (`compiler.fuzzing.numpy_forward`),
+`forward` runs those bytes through the project's numpy oracle (`compiler.model.oracle`),
 so a stored record is checked on exactly the weights it stores (no JAX, nothing compiled).
 """
 
@@ -31,10 +31,9 @@ import json
 import numpy as np
 import safetensors.numpy
 
-from compiler.fuzzing import numpy_forward
 from compiler.io.files import model_tensors, safetensors_bytes
 from compiler.lab.circuits.components import AttentionLayer, Network
-from compiler.model import dense
+from compiler.model import dense, oracle
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, MLPSpec
 from compiler.model.dense import config_of_dense_tensors
@@ -111,9 +110,9 @@ def from_bytes(data: bytes) -> tuple[dict[str, np.ndarray], dict]:
 def forward(tensors: dict[str, np.ndarray], metadata: dict, ids: np.ndarray) -> np.ndarray:
     """Outputs for token ids `[batch, T]` (BOS first, PAD after the end): `[batch, T, n_out]`
     logits, or `[batch, T]` values for a numerical output. Float32, as the compiled model: the
-    project's numpy oracle (`compiler.fuzzing.numpy_forward`) over the tensors as stored.
+    project's numpy oracle (`compiler.model.oracle`) over the tensors as stored.
     """
     activations = {int(index): name for index, name in metadata["activations"].items()}
     config, params = config_of_dense_tensors(tensors, pad_id=metadata["pad_id"], causal=metadata["causal"],
                                              numerical_output=metadata["numerical_output"], activations=activations)
-    return numpy_forward.forward(config, params, ids)
+    return oracle.forward(config, params, ids)

@@ -15,10 +15,11 @@ import pytest
 from compiler import compile_rasp
 from compiler.errors import CompilerError, InvalidInputError
 from compiler.examples import EXAMPLES
-from compiler.fuzzing import numpy_forward, random_programs
+from compiler.fuzzing import random_programs
 from compiler.fuzzing.differential import run_model
 from compiler.fuzzing.driver import SETTINGS
 from compiler.fuzzing.program_spec import build
+from compiler.model import oracle
 from compiler.model.agree import same_value
 from compiler.model.reuse import SEPARATOR
 from rasp import lib, rasp
@@ -101,7 +102,7 @@ def test_numpy_and_jax_forward_agree_on_a_reused_model():
     model = compile_rasp(example.build(SIZE), vocab, SIZE, reuse_residual=True)
     ids = model.input_encoder.encode_batch([["BOS", *xs] for xs in _inputs(vocab, SIZE, 8, seed=3)])
     np.testing.assert_allclose(
-        np.asarray(model.run(ids).output), numpy_forward.forward(model.config, model.params, ids), atol=1e-5
+        np.asarray(model.run(ids).output), oracle.forward(model.config, model.params, ids), atol=1e-5
     )
 
 

@@ -1,9 +1,13 @@
-"""The compiled model's forward pass in numpy float32, from its config and params.
+"""The test oracle: the compiled model's forward pass in plain numpy, from its config and params.
 
-Jitting a fresh Haiku model costs about a second of XLA compilation per program, which dominates
-a fuzzing run; this interpreter reads the very same `ModelConfig` and params (the assembled
-weights) and mirrors `compiler.model.transformer.CompiledTransformer` step by step without compiling anything.
-The fuzz driver still runs a share of the programs through the real JAX model (`--jax-every`).
+It is written independently of `compiler.model.transformer.CompiledTransformer` (no sparse forms,
+no slicing plans, no XLA): every weight is made dense over the coordinates it touches and applied
+with one matrix product, so a bug in the fast forward pass shows as a difference here. It needs
+no compilation, which matters where thousands of fresh models run once each (about a second of
+XLA compilation per program would dominate a fuzzing run; the fuzz driver still sends a share of
+its programs through the JAX model, `--jax-every`). Users: the differential fuzz, zoo records
+(checked on exactly the weights they store) and the TransformerLens export's check
+(`compiler.io.export.numpy_forward`, in float64).
 """
 
 from __future__ import annotations
@@ -16,29 +20,38 @@ from craft.numerics import softmax
 
 
 def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int | None = None) -> np.ndarray:
-    """`compiler.model.transformer.apply_linear` in numpy."""
+    """`x @ M` for the weight `spec` holds in `param`, placed into `out_width` output coordinates."""
     if spec.in_idx is not None:
         x = x[..., list(spec.in_idx)]
-    y = x @ spec.dense(param).astype(np.float32)
+    y = x @ spec.dense(param).astype(x.dtype)
     if spec.out_idx is None:
         return y
-    out = np.zeros(y.shape[:-1] + (out_width,), dtype=np.float32)
+    out = np.zeros(y.shape[:-1] + (out_width,), dtype=x.dtype)
     np.add.at(out, (..., list(spec.out_idx)), y)
     return out
 
 
-def forward(config: ModelConfig, params: dict, ids: np.ndarray) -> np.ndarray:
-    """Model output for `ids` (`[batch, T]`): `[batch, T, n_out]` logits or `[batch, T]` values."""
+def forward(config: ModelConfig, params: dict, ids: np.ndarray, dtype: type = np.float32) -> np.ndarray:
+    """The model's output on token ids.
+
+    Args:
+      config: the model's configuration (sparse or dense weights alike).
+      params: its Haiku-keyed parameters (`compiled_transformer/<module>` -> name -> array).
+      ids: `[batch, T]` token ids.
+      dtype: the float type every product is computed in (float32 as the compiled model runs).
+    Returns:
+      `[batch, T, n_out]` logits, or `[batch, T]` values for a numerical output.
+    """
     groups = {
-        key.split("/", 1)[1]: {name: np.asarray(value, dtype=np.float32) for name, value in values.items()}
+        key.split("/", 1)[1]: {name: np.asarray(value, dtype=dtype) for name, value in values.items()}
         for key, values in params.items()
         if key.startswith(MODULE_NAME + "/")
     }
     width = config.residual_width
     ids = np.asarray(ids)
     length = ids.shape[-1]
-    tokens = np.eye(config.vocab_size, dtype=np.float32)[ids]
-    positions = np.eye(config.max_seq_len + 1, dtype=np.float32)[np.arange(length)]
+    tokens = np.eye(config.vocab_size, dtype=dtype)[ids]
+    positions = np.eye(config.max_seq_len + 1, dtype=dtype)[np.arange(length)]
     stream = _linear(config.token_embed, groups["embed"]["token"], tokens, width)
     stream = stream + _linear(config.pos_embed, groups["embed"]["position"], positions, width)
     mask = (ids != config.pad_id)[..., None, :]
@@ -53,7 +66,7 @@ def forward(config: ModelConfig, params: dict, ids: np.ndarray) -> np.ndarray:
                 q = _linear(head.w_q, weights[f"head_{h}_q"], stream)
                 k = _linear(head.w_k, weights[f"head_{h}_k"], stream)
                 v = _linear(head.w_v, weights[f"head_{h}_v"], stream)
-                logits = np.where(mask, q @ np.swapaxes(k, -1, -2), np.float32(MASKED_LOGIT))
+                logits = np.where(mask, q @ np.swapaxes(k, -1, -2), np.asarray(MASKED_LOGIT, dtype))
                 delta = delta + _linear(head.w_o, weights[f"head_{h}_o"], softmax(logits) @ v, width)
         else:
             hidden = _linear(layer.w_in, weights["w_in"], stream)
