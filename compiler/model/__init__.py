@@ -9,7 +9,10 @@ Modules in reading order:
 * ``reuse`` — opt-in residual reuse over the assembled weights: several values per coordinate.
 * ``forms`` — the cost model that picks how each weight is applied (dense, rebuild, columns,
   rows, interval) per backend.
-* ``transformer`` — the Haiku decoder-only transformer built from a config and its weights.
+* ``projected`` — how a pass under a projection reads and writes the rows of ``W`` each
+  sub-layer touches (block by block for a fixed ``W``).
+* ``transformer`` — the Haiku decoder-only transformer built from a config and its weights: the
+  one forward pass, with named sites to capture or hook and a start and stop snapshot.
 * ``from_craft`` — the one way from a ``compiler.passes.layout.CraftModel`` to a Haiku model.
 * ``encoders`` — token <-> id and output decoding.
 * ``agree`` — the one rule for when a decoded output agrees with the RASP evaluator

@@ -23,24 +23,25 @@ accelerators (TF32, bf16 passes) would break the exactness of compiled programs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Collection
+from typing import Any, NamedTuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.model.config import (
     MASKED_LOGIT,
     MODULE_NAME,
     AttentionSpec,
     ModelConfig,
     SparseLinear,
+    layer_module,
 )
+from compiler.model.projected import PRECISION, Blocks, add_rows, placed, plan, read_rows
 from craft.blocks import activate
-
-PRECISION = jax.lax.Precision.HIGHEST
 
 # Up to this many ELL steps are unrolled; more run in a `lax.fori_loop`.
 UNROLL_STEPS = 8
@@ -92,29 +93,6 @@ def add_products(stream: jax.Array, parts: list[tuple[SparseLinear, jax.Array, j
         return stream
     y = jnp.concatenate([_product(spec, param, _inputs(spec, x)) for spec, param, x in parts], axis=-1)
     return stream + placed(y, coords, stream.shape[-1])
-
-
-def placed(y: jax.Array, coords: np.ndarray, width: int) -> jax.Array:
-    """`[..., width]` zeros with column `j` of `y` at coordinate `coords[j]` (distinct), built by one
-    concatenation of slices of `y` and zero gaps (a column gather first if `coords` is unsorted)."""
-    coords = np.asarray(coords, np.int64)
-    if np.any(np.diff(coords) < 0):
-        order = np.argsort(coords, kind="stable")
-        y, coords = jnp.take(y, order, axis=-1), coords[order]
-    breaks = np.flatnonzero(np.diff(coords) != 1) + 1
-    starts, stops = np.concatenate(([0], breaks)), np.concatenate((breaks, [len(coords)]))
-    pieces, at = [], 0
-    for a, b in zip(starts, stops):
-        if a == b:
-            continue
-        first = int(coords[a])
-        if first > at:
-            pieces.append(jnp.zeros(y.shape[:-1] + (first - at,), y.dtype))
-        pieces.append(y[..., a:b])
-        at = first + int(b - a)
-    if at < width:
-        pieces.append(jnp.zeros(y.shape[:-1] + (width - at,), y.dtype))
-    return pieces[0] if len(pieces) == 1 else jnp.concatenate(pieces, axis=-1)
 
 
 def _inputs(spec: SparseLinear, x: jax.Array) -> jax.Array:
@@ -261,17 +239,20 @@ class ModelOutput(NamedTuple):
     projection is given: a thresholded lookup reads right when each of them keeps its compiled
     sign, which compression's exactness objective asks for with a margin.
 
+    `cache`: the values of the sites named in the call's `capture` (`CompiledTransformer`).
+
     A forward pass called with `outputs_only=True` returns `output` alone (the four tuples
     empty): XLA then never keeps a `[batch, T, D]` snapshot per sub-layer, only the stream it is
     updating, which is what lets wide models (sort at 200/200: 2.1 GB per snapshot at batch 64)
-    run at all.
+    run at all. A pass stopped before the last snapshot has no `output` (None).
     """
 
-    output: jax.Array
+    output: jax.Array | None
     residuals: tuple[jax.Array, ...]
     attention: tuple[jax.Array, ...]
     written: tuple[jax.Array, ...] = ()
     hidden: tuple[jax.Array, ...] = ()
+    cache: dict[str, jax.Array] = {}
 
 
 def _param(name: str, value: np.ndarray) -> jax.Array:
@@ -292,44 +273,95 @@ class _ParamGroup(hk.Module):
         return _param(key, self.values[key])
 
 
+# `(site, function)` pairs of a forward pass's hooks (a tuple, so a jitted pass can take it as static).
+Hooks = tuple[tuple[str, Callable[[jax.Array], jax.Array]], ...]
+
+
 class CompiledTransformer(hk.Module):
-    """The Haiku module; `weights` (numpy, keyed like the params) seed the parameters."""
+    """The Haiku module; `weights` (numpy, keyed like the params) seed the parameters, `blocks`
+    (optional) say how a fixed projection's rows are read block by block."""
 
     # Haiku's automatic repr pretty-prints the constructor arguments (the config with its
     # sparsity patterns, and every weight) whenever the module is built, i.e. on every trace:
     # at sort 50/50 that took 40 s and 2.3 GB before the first forward call.
     AUTO_REPR = False
 
-    def __init__(self, config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]):
+    def __init__(self, config: ModelConfig, weights: dict[str, dict[str, np.ndarray]], blocks: Blocks | None = None):
         super().__init__(name=MODULE_NAME)
         self.config = config
         self.weights = weights
+        self.blocks: Blocks = blocks or {}  # a fixed projection's row blocks (`compiler.model.projected`)
 
     def _get(self, module: str, name: str) -> jax.Array:
         return self._groups[module](name)
 
-    def __call__(self, ids: jax.Array, projection: jax.Array | None = None, outputs_only: bool = False) -> ModelOutput:
+    def __call__(
+        self, ids: jax.Array, projection: jax.Array | None = None, outputs_only: bool = False, *,
+        start: int = 0, stop: int | None = None, stream: jax.Array | None = None,
+        hooks: Hooks = (), capture: Collection[str] = (),
+    ) -> ModelOutput:
+        """The forward pass from residual snapshot `start` to snapshot `stop`.
+
+        Args:
+          ids: `[batch, T]` token ids.
+          projection: None, or `W` (`[D, d]`): the stream has width d, every sub-layer reads
+            the rows of `W` its weights read and writes through the rows they write
+            (`compiler.model.projected`).
+          outputs_only: keep no residual snapshots, patterns or written deltas.
+          start: the snapshot the pass starts at (0: after the embedding; `k`: after sub-layer
+            `k - 1`); past 0 it needs `stream`.
+          stop: the snapshot it stops at (default: the last, followed by the unembedding).
+          stream: the stream at `start` (`[batch, T, width]`, width d with a projection), instead
+            of the embedding at 0 or a required input past 0.
+          hooks: `(site, function)` pairs: the value at `site` is replaced by `function(value)`.
+            Sites: `resid.<k>` (the stream at snapshot k, as the model keeps it),
+            `layer_<i>.head_<h>.z` (head h's mixed values, before `W_O`), `layer_<i>.hidden`
+            (an MLP's activations) and `layer_<i>.delta` (what sub-layer i adds to the stream).
+          capture: sites whose values (after their hooks) are returned in `ModelOutput.cache`.
+        Returns:
+          The `ModelOutput`.
+        Raises:
+          CompilerError: `start`/`stop` out of range, a start past 0 without `stream`, or
+            `start`, `stop`, hooks or captures on a model with a tied block (untie it first).
+        """
         config = self.config
-        width = config.residual_width
+        width, count, tied = config.residual_width, len(config.layers), config.tied
+        stop = count if stop is None else stop
+        if not 0 <= start <= stop <= count:
+            raise CompilerError(f"start {start} and stop {stop} must satisfy 0 <= start <= stop <= {count}")
+        if start and stream is None:
+            raise CompilerError(f"a pass starting at snapshot {start} needs the stream there (stream=...)")
+        if tied is not None and (start or stop != count or hooks or capture):
+            raise CompilerError("this model runs a tied block (a compiled loop) in one scan: untie it first "
+                                "(compiler.model.tying.untied) to start, stop, hook or capture inside it")
         # Created here (not lazily inside a helper method) so Haiku names them plainly.
         self._groups = {module: _ParamGroup(values, name=module) for module, values in self.weights.items()}
-        if projection is None:
-            read: Callable[[jax.Array], jax.Array] = lambda r: r
-            write: Callable[[jax.Array], jax.Array] = lambda y: y
-        else:
-            read = lambda r: jnp.einsum("...d,Dd->...D", r, projection, precision=PRECISION)
-            write = lambda y: jnp.einsum("...D,Dd->...d", y, projection, precision=PRECISION)
+        hooked, cache = dict(hooks), {}
+        wanted = set(capture) | set(hooked)
+
+        def site(name: str, value: jax.Array) -> jax.Array:
+            if name in hooked:
+                value = hooked[name](value)
+            if name in capture:
+                cache[name] = value
+            return value
+
+        steps, unembed_step = plan(config) if projection is not None else ((), None)
+        decompress: Callable[[jax.Array], jax.Array] = (
+            (lambda r: r) if projection is None
+            else (lambda r: jnp.einsum("...d,Dd->...D", r, projection, precision=PRECISION)))
 
         length = ids.shape[-1]
-        # A one-hot input times a matrix is a row of it: look the rows up in the embedding tables.
-        tokens = embedding_table(config.token_embed, self._get("embed", "token"), config.vocab_size, width)
-        positions = embedding_table(config.pos_embed, self._get("embed", "position"), config.max_seq_len + 1, width)
-        stream = write(jnp.take(tokens, ids, axis=0) + positions[:length])
+        if stream is None:
+            # A one-hot input times a matrix is a row of it: look the rows up in the embedding tables.
+            tokens = embedding_table(config.token_embed, self._get("embed", "token"), config.vocab_size, width)
+            positions = embedding_table(config.pos_embed, self._get("embed", "position"), config.max_seq_len + 1, width)
+            stream = jnp.take(tokens, ids, axis=0) + positions[:length]
+            if projection is not None:
+                stream = jnp.einsum("...D,Dd->...d", stream, projection, precision=PRECISION)
+        stream = site(f"resid.{start}", stream)
         keep = not outputs_only
-        residuals = [read(stream)] if keep else []
-        attention = []
-        written = []
-        hidden_pre = []
+        residuals = [decompress(stream)] if keep else []
 
         key_ok = ids != config.pad_id  # [batch, T]
         mask = key_ok[..., None, :]
@@ -342,40 +374,51 @@ class CompiledTransformer(hk.Module):
             pre-activations read by the output (MLP only; both last only with a projection)."""
             residuals, attention, written, hidden_pre = [], [], [], []
             for index in indices:
-                layer = config.layers[index]
-                x = read(stream)
-                module = f"layer_{index}"
-                # Without a projection each sub-layer adds straight into (a copy of) the stream:
-                # no `[batch, T, D]` delta of zeros per sub-layer, which dominated wide models.
-                base = jnp.zeros_like(x) if projection is not None else stream
+                module = layer_module(index)
+                layer = config.layers[index] if projection is None else steps[index].layer
+                x = stream if projection is None else read_rows(stream, projection, steps[index].reads, self.blocks)
+                out_width = width if projection is None else len(steps[index].writes)
+                # Without a projection (or a hook on the delta) each sub-layer adds straight into
+                # (a copy of) the stream: no `[batch, T, D]` delta of zeros per sub-layer, which
+                # dominated wide models.
+                separate = projection is not None or f"{module}.delta" in wanted
+                base = jnp.zeros(x.shape[:-1] + (out_width,), x.dtype) if separate else stream
                 if isinstance(layer, AttentionSpec):
-                    delta, pattern = self._attention(module, layer, x, mask, width, get, base, keep)
+                    delta, pattern = self._attention(module, layer, x, mask, get, base, keep, site)
                     if keep:
                         attention.append(pattern)
                 else:
                     hidden = apply_linear(layer.w_in, get(module, "w_in"), x)
                     if keep and projection is not None and layer.activation == "relu":
                         hidden_pre.append(jnp.take(hidden, self._output_rows(module, layer.w_out), axis=-1))
-                    delta = add_linear(base, layer.w_out, get(module, "w_out"), activate(layer.activation, hidden))
+                    activations = site(f"{module}.hidden", activate(layer.activation, hidden))
+                    delta = add_linear(base, layer.w_out, get(module, "w_out"), activations)
                 if projection is not None:
+                    writes = steps[index].writes
                     if keep:
-                        written.append(delta)
-                    stream = stream + write(delta)
+                        written.append(placed(delta, np.asarray(writes), width))
+                    if f"{module}.delta" in wanted:
+                        delta = site(f"{module}.delta", add_rows(jnp.zeros_like(stream), delta, projection, writes,
+                                                                 self.blocks))
+                        stream = stream + delta
+                    else:
+                        stream = add_rows(stream, delta, projection, writes, self.blocks)
+                elif separate:
+                    stream = stream + site(f"{module}.delta", delta)
                 else:
                     stream = delta
+                stream = site(f"resid.{index + 1}", stream)
                 if keep:
-                    residuals.append(read(stream))
+                    residuals.append(decompress(stream))
             return stream, residuals, attention, written, hidden_pre
 
-        count = len(config.layers)
-        tied = config.tied
-        segments = [range(count)] if tied is None else [range(tied.start), range(tied.stop, count)]
+        segments = [range(start, stop)] if tied is None else [range(tied.start), range(tied.stop, count)]
         stream, *records = run(segments[0], stream, self._get)
         if tied is not None:
             # The tied block runs `repeats` times in one `lax.scan` (traced and compiled once);
             # its parameters are fetched before, since Haiku parameters cannot be read inside.
             block = range(tied.start, tied.stop)
-            modules = {f"layer_{index}" for index in block}
+            modules = {layer_module(index) for index in block}
             fetched = {key: self._get(*key) for key in config.linears() if key[0] in modules}
 
             def iteration(carry: jax.Array, _: None) -> tuple[jax.Array, tuple]:
@@ -389,13 +432,15 @@ class CompiledTransformer(hk.Module):
             for record, items in zip(records, after):
                 record.extend(items)
         residuals += records[0]
-        attention += records[1]
-        written += records[2]
-        hidden_pre += records[3]
-
-        logits = apply_linear(config.unembed, self._get("unembed", "w_u"), read(stream))
-        output = logits[..., 0] if config.numerical_output else logits
-        return ModelOutput(output, tuple(residuals), tuple(attention), tuple(written), tuple(hidden_pre))
+        output = None
+        if stop == count:
+            if projection is None:
+                logits = apply_linear(config.unembed, self._get("unembed", "w_u"), stream)
+            else:
+                read = read_rows(stream, projection, unembed_step.reads, self.blocks)
+                logits = apply_linear(unembed_step.layer, self._get("unembed", "w_u"), read)
+            output = logits[..., 0] if config.numerical_output else logits
+        return ModelOutput(output, tuple(residuals), tuple(records[1]), tuple(records[2]), tuple(records[3]), cache)
 
     def _output_rows(self, module: str, w_out: SparseLinear) -> np.ndarray:
         """The hidden units with a non-zero row in `w_out` (from its sparsity pattern, or from the
@@ -412,15 +457,13 @@ class CompiledTransformer(hk.Module):
         layer: AttentionSpec,
         x: jax.Array,
         mask: jax.Array,
-        width: int,
         get: Callable[[str, str], jax.Array],
-        base: jax.Array | None = None,
-        keep: bool = True,
+        base: jax.Array,
+        keep: bool,
+        site: Callable[[str, jax.Array], jax.Array],
     ) -> tuple[jax.Array, jax.Array | None]:
-        """`(base + what the heads write, the patterns)`: the heads' sum in `width` output
-        coordinates, added into `base` (zeros when None) without a separate zero array; the
-        patterns are None when not `keep`."""
-        delta = jnp.zeros(x.shape[:-1] + (width,), x.dtype) if base is None else base
+        """`(base + what the heads write, the patterns)`; the patterns are None when not `keep`.
+        Each head's mixed values pass the hook site `<module>.head_<h>.z`."""
         patterns, outputs = [], []
         for h, head in enumerate(layer.heads):
             shared = head.shared_interval
@@ -433,10 +476,10 @@ class CompiledTransformer(hk.Module):
             logits = jnp.einsum("...tr,...sr->...ts", q, k, precision=PRECISION)
             logits = jnp.where(mask, logits, MASKED_LOGIT)
             pattern = jax.nn.softmax(logits, axis=-1)
-            mixed = jnp.einsum("...ts,...sr->...tr", pattern, v, precision=PRECISION)
+            mixed = site(f"{module}.head_{h}.z", jnp.einsum("...ts,...sr->...tr", pattern, v, precision=PRECISION))
             outputs.append((head.w_o, get(module, f"head_{h}_o"), mixed))
             patterns.append(pattern)
-        delta = add_products(delta, outputs)
+        delta = add_products(base, outputs)
         if not keep:
             return delta, None
         if not patterns:
@@ -451,15 +494,17 @@ def build(
 ) -> tuple[dict[str, dict[str, jax.Array]], Callable[..., ModelOutput], hk.Transformed]:
     """Return `(params, forward, transformed)`.
 
-    `params` are the Haiku params, `forward(params, ids, projection=None, outputs_only=False)`
-    the jitted forward pass (`outputs_only` static: `ModelOutput`), and `transformed` the `hk.Transformed` pair behind it (for callers that re-trace the
+    `params` are the Haiku params, `forward(params, ids, projection=None, outputs_only=False,
+    **options)` the jitted forward pass (`CompiledTransformer.__call__`'s options; all but
+    `stream` static, so `capture` is a tuple): `ModelOutput`, and `transformed` the `hk.Transformed` pair behind it (for callers that re-trace the
     model, e.g. with other params). The params are laid out exactly as `hk.transform(...).init` would create them (module
     `compiled_transformer/<part>`, one entry per weight) but built directly from the compiled
     weights, which avoids tracing the model eagerly at compile time.
     """
 
-    def run(ids: jax.Array, projection: jax.Array | None = None, outputs_only: bool = False) -> ModelOutput:
-        return CompiledTransformer(config, weights)(ids, projection, outputs_only)
+    def run(ids: jax.Array, projection: jax.Array | None = None, outputs_only: bool = False, **options: Any
+            ) -> ModelOutput:
+        return CompiledTransformer(config, weights)(ids, projection, outputs_only, **options)
 
     transformed = hk.without_apply_rng(hk.transform(run))
     params = {
@@ -467,7 +512,7 @@ def build(
         for module, values in weights.items()
         if values
     }
-    forward = jax.jit(transformed.apply, static_argnames=("outputs_only",))
+    forward = jax.jit(transformed.apply, static_argnames=("outputs_only", "start", "stop", "hooks", "capture"))
     return params, forward, transformed
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
-from compiler.lab.features.sites import Site, SiteRunner, projection_blocks, residual_sites
+from compiler.lab.features.sites import Site, SiteRunner, residual_sites
 from compiler.lab.features.stages import STAGES, build_stage
+from compiler.model.projected import projection_blocks
 from compression.analytic import packed_projection, packed_width, random_projection, residual_structure
 from compression.learned.sampling import enumerate_inputs
 from compression.task import frac_prevs_task, input_space_of, sort_unique_task

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from compiler.model.config import SparseLinear
-from compiler.model.transformer import add_linear, add_products, placed
+from compiler.model.projected import placed
+from compiler.model.transformer import add_linear, add_products
 
 
 def _parts(targets: list[tuple[int, ...]], seed: int = 0):
