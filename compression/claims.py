@@ -24,7 +24,6 @@ import dataclasses
 import enum
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -33,7 +32,7 @@ from compression.analytic.bound import InterferenceBound, interference_bound
 from compression.analytic.structure import ResidualStructure, residual_structure
 from compression.evaluation import nearest_value_tolerance
 from compression.exactness import ExactnessCheck
-from compression.learned.sampling import enumerate_inputs, sample_inputs
+from compression.learned.sampling import distinct_inputs, enumerate_inputs
 from compression.task import CompressionTask
 
 # Input spaces up to this size are checked on every input.
@@ -127,23 +126,13 @@ def _checked(task: CompressionTask, ids: np.ndarray, enumerated: bool) -> Exactn
     return dataclasses.replace(check, atol=check_tolerance(check))
 
 
-def _distinct(task: CompressionTask, count: int, seed: int) -> np.ndarray:
-    ids = np.zeros((0, task.space.width), np.int32)
-    for round_ in range(100):
-        batch = np.asarray(sample_inputs(jax.random.fold_in(jax.random.key(seed), round_), task.space, count))
-        ids = np.unique(np.concatenate([ids, batch]), axis=0)
-        if len(ids) >= min(count, task.space.size()):
-            break
-    return ids[:count]
-
-
 def tightest_inputs(task: CompressionTask, bound: InterferenceBound, count: int, seed: int) -> np.ndarray:
     """Up to ``count`` distinct random inputs on which the compiled model outputs, at some real
     position, a value whose logit the bound names tightest (``bound.tightest``), or None when the
     tightest is a categorical logit's margin against the empty threshold."""
     if not bound.tightest:
         return np.zeros((0, task.space.width), np.int32)
-    pool = _distinct(task, TIGHTEST_POOL, seed + 1)
+    pool = distinct_inputs(task.space, TIGHTEST_POOL, seed + 1)
     model = task.model
     out = np.asarray(model.forward(model.params, jnp.asarray(pool), outputs_only=True).output)
     real = pool != model.pad_id
@@ -163,7 +152,7 @@ def claim_check(task: CompressionTask, bound: InterferenceBound | None = None, s
     plus up to as many that the ``bound`` names tightest (none without a bound)."""
     if task.space.size() <= ENUMERATE_LIMIT:
         return _checked(task, enumerate_inputs(task.space), True), "exhaustive", 0
-    random_ids = _distinct(task, samples, seed)
+    random_ids = distinct_inputs(task.space, samples, seed)
     extra = tightest_inputs(task, bound, samples, seed) if bound is not None else random_ids[:0]
     if len(extra):
         extra = extra[~(extra[:, None, :] == random_ids[None, :, :]).all(-1).any(-1)]

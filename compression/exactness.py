@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -20,7 +19,7 @@ from compression.analytic.bound import interference_bound
 from compression.analytic.packing import AnalyticReport, Method, make_projection
 from compression.analytic.structure import ResidualStructure, residual_structure
 from compression.evaluation import ReferenceSet, accuracy, nearest_value_tolerance, sequences_right
-from compression.learned.sampling import enumerate_inputs, sample_inputs
+from compression.learned.sampling import distinct_inputs, enumerate_inputs
 from compression.task import CompressionTask
 
 MIN_SAMPLES = 2_000
@@ -71,7 +70,7 @@ def exactness_check(task: CompressionTask, enumerate_limit: int = 5_000, samples
     if enumerated:
         ids = enumerate_inputs(task.space)
     else:
-        ids = _distinct_samples(task, samples, seed)
+        ids = distinct_inputs(task.space, samples, seed)
     refs = task.reference_set(ids)
     atol = nearest_value_tolerance(refs) if refs.kind == "numerical" else 0.0
     return ExactnessCheck(task, refs, enumerated, atol)
@@ -91,17 +90,6 @@ def never_on(check: ExactnessCheck, atol: float = 1e-6) -> tuple[int, ...]:
     for snapshot in check.compiled_residuals:
         active |= np.any(np.abs(snapshot[real]) > atol, axis=0)
     return tuple(int(i) for i in np.nonzero(~active)[0])
-
-
-def _distinct_samples(task: CompressionTask, samples: int, seed: int) -> np.ndarray:
-    """At least ``samples`` distinct random inputs (short lengths repeat, so draw until enough)."""
-    ids = np.zeros((0, task.space.width), np.int32)
-    for round_ in range(100):
-        batch = np.asarray(sample_inputs(jax.random.fold_in(jax.random.key(seed), round_), task.space, samples))
-        ids = np.unique(np.concatenate([ids, batch]), axis=0)
-        if len(ids) >= samples:
-            return ids
-    raise CompressionError(f"could not draw {samples} distinct inputs of {task.name}")
 
 
 def analytic_projection(

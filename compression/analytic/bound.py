@@ -486,6 +486,12 @@ def _attention_step(view: ModelView, proj: Projection | None, index: int, heads:
     return (lo, hi, off_lo, off_hi, scale_lo, scale_hi), sigma
 
 
+# An unbounded error is inf (inf - inf, 0 * inf: nan, made unbounded where the readers return
+# their parts), never a claim: the overflows on the way are expected, not warnings.
+UNBOUNDED = np.errstate(over="ignore", invalid="ignore")
+
+
+@UNBOUNDED
 def walk(view: ModelView, proj: Projection | None, classes: tuple[tuple[int, ...], ...] = (),
          mergers: frozenset[int] = frozenset()) -> Walk:
     """The errors of every sub-layer of ``view``'s model under ``proj`` (None: the compiled model
@@ -525,6 +531,7 @@ class OutputBound:
     tightest: tuple[int, ...]  # output columns, most used margin first
 
 
+@UNBOUNDED
 def unembedding_load(view: ModelView, proj: Projection | None, errors: Errors) -> OutputBound:
     """The output's :class:`OutputBound` (module docstring)."""
     columns = view.unembed.shape[1]
@@ -598,9 +605,8 @@ def interference_bound(structure, w: np.ndarray) -> InterferenceBound:
         rows = w[protected] @ w.T
         rows[np.arange(len(protected)), protected] -= 1.0
         protected_error = float(np.abs(rows).max())
-    with np.errstate(over="ignore", invalid="ignore"):  # an unbounded error is inf (or nan): no claim
-        found = walk(view, proj, structure.classes, frozenset(structure.merger_layers))
-        output = unembedding_load(view, proj, found.errors)
+    found = walk(view, proj, structure.classes, frozenset(structure.merger_layers))
+    output = unembedding_load(view, proj, found.errors)
     reads = (*found.reads, ReadBound(len(view.sublayers), "unembed", output.deviation, output.load))
     claims = bool(np.isfinite(output.load) and output.load < 1.0)
     return InterferenceBound(protected_error, reads, claims, found.score_shift, output.deviation, output.tightest)

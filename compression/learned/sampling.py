@@ -73,12 +73,19 @@ def enumerate_inputs(space: InputSpace) -> np.ndarray:
     return np.asarray(rows, dtype=np.int32)
 
 
-def sample_inputs(key: jax.Array, space: InputSpace, batch_size: int) -> jax.Array:
-    """``[batch_size, width]`` random inputs: uniform length, then uniform tokens (jittable)."""
+def sample_inputs(key: jax.Array, space: InputSpace, batch_size: int, zipf: float = 0.0) -> jax.Array:
+    """``[batch_size, width]`` random inputs (jittable): uniform length, then tokens uniform
+    (``zipf`` 0) or with probability proportional to ``1 / rank ** zipf`` (ranks in the order of
+    ``space.vocab``; not with ``unique_tokens``)."""
     k_len, k_tok = jax.random.split(key)
     n_vocab, length = len(space.vocab), space.max_seq_len
     lengths = jax.random.randint(k_len, (batch_size, 1), space.min_length, length + 1)
-    if space.unique_tokens:
+    if zipf > 0:
+        if space.unique_tokens:
+            raise CompressionError("Zipf-distributed tokens are drawn with repeats; use unique_tokens=False")
+        weights = 1.0 / np.arange(1, n_vocab + 1, dtype=np.float64) ** zipf
+        choice = jax.random.choice(k_tok, n_vocab, (batch_size, length), p=jnp.asarray(weights / weights.sum()))
+    elif space.unique_tokens:
         order = jnp.argsort(jax.random.uniform(k_tok, (batch_size, n_vocab)), axis=-1)
         choice = order[:, :length]
     else:
@@ -87,6 +94,28 @@ def sample_inputs(key: jax.Array, space: InputSpace, batch_size: int) -> jax.Arr
     body = jnp.where(jnp.arange(length)[None, :] < lengths, body, space.pad_id)
     bos = jnp.full((batch_size, 1), space.bos_id, jnp.int32)
     return jnp.concatenate([bos, body.astype(jnp.int32)], axis=1)
+
+
+def distinct_inputs(space: InputSpace, count: int, seed: int) -> np.ndarray:
+    """``min(count, space.size())`` distinct random inputs, in the order they were drawn.
+
+    Short lengths repeat, so batches are drawn until enough distinct rows are found; keeping
+    the draw order (not a sorted order) makes the kept rows a uniform choice among the distinct
+    ones drawn.
+
+    Raises:
+      CompressionError: not enough distinct rows after 100 batches.
+    """
+    target = min(count, space.size())
+    ids = np.zeros((0, space.width), np.int32)
+    for round_ in range(100):
+        ids = np.concatenate([ids, np.asarray(sample_inputs(jax.random.fold_in(jax.random.key(seed), round_), space,
+                                                            max(count, 1)))])
+        _, first = np.unique(ids, axis=0, return_index=True)
+        ids = ids[np.sort(first)]
+        if len(ids) >= target:
+            return ids[:target]
+    raise CompressionError(f"could not draw {target} distinct inputs from a space of {space.size()}")
 
 
 def use_enumeration(space: InputSpace, config: SamplingConfig) -> bool:

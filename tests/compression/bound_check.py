@@ -45,8 +45,11 @@ def assert_within(task: CompressionTask, structure, w: np.ndarray, ids: np.ndarr
     for index, (measured, bound, stream) in enumerate(zip(errors, after, streams)):
         value, got = stream[real], measured[real]
         on = (value > 0.5) & categorical
-        lo = np.where(on, bound.on_lo, bound.off_lo) + np.minimum(value * bound.scale_lo, value * bound.scale_hi)
-        hi = np.where(on, bound.on_hi, bound.off_hi) + np.maximum(value * bound.scale_lo, value * bound.scale_hi)
+        # a value of 0 scales nothing, even an unbounded scale (0 * inf would be nan: no check at all)
+        with np.errstate(invalid="ignore"):
+            low, high = (np.where(value == 0, 0.0, value * scale) for scale in (bound.scale_lo, bound.scale_hi))
+        lo = np.where(on, bound.on_lo, bound.off_lo) + np.minimum(low, high)
+        hi = np.where(on, bound.on_hi, bound.off_hi) + np.maximum(low, high)
         # where alike values share a direction the bound's reference writes a value on up to its
         # class size times (the amplification), which the compiled model writes once
         hi = hi + np.where(on, (view.amplification - 1.0) * value, 0.0)

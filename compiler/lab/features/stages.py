@@ -288,14 +288,4 @@ def sample_ids(compiled: CompiledModel, count: int, seed: int = 0, zipf: float =
     Returns:
         ``[count, max_seq_len + 1]`` int32 token ids: BOS, the tokens, PAD after each input's end.
     """
-    space = input_space_of(compiled)
-    key = jax.random.key(seed)
-    if zipf <= 0:
-        return np.asarray(sample_inputs(key, space, count))
-    k_len, k_tok = jax.random.split(key)
-    weights = 1.0 / np.arange(1, len(space.vocab) + 1, dtype=np.float64) ** zipf
-    choice = jax.random.choice(k_tok, len(space.vocab), (count, space.max_seq_len), p=jnp.asarray(weights / weights.sum()))
-    lengths = jax.random.randint(k_len, (count, 1), space.min_length, space.max_seq_len + 1)
-    body = jnp.where(jnp.arange(space.max_seq_len)[None] < lengths, jnp.asarray(space.token_ids)[choice], space.pad_id)
-    bos = jnp.full((count, 1), space.bos_id, jnp.int32)
-    return np.asarray(jnp.concatenate([bos, body.astype(jnp.int32)], axis=1))
+    return np.asarray(sample_inputs(jax.random.key(seed), input_space_of(compiled), count, zipf=max(zipf, 0.0)))
