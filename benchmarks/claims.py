@@ -86,13 +86,10 @@ from compression.claims import (
     SAMPLES,
     WRONG_CLAIM,
     Claim,
-    check_tolerance,
+    claim_check,
     claim_exactness,
-    tightest_inputs,
 )
-from compression.exactness import MIN_SAMPLES, ExactnessCheck, exactness_check
 from compression.experiments.sweep import UNIQUE_TOKENS
-from compression.learned.sampling import enumerate_inputs
 from compression.task import CompressionTask, frozen_from_compiled, input_space_of
 from rasp import rasp
 
@@ -324,13 +321,7 @@ def witness(task: CompressionTask, structure: ResidualStructure, w: np.ndarray, 
             samples: int) -> str:
     """One input the model compressed by `w` gets wrong, with RASP's output and the model's: the
     check's inputs rebuilt (every input, or random ones plus the bound's tightest)."""
-    if claim.check.kind == "exhaustive":
-        ids = enumerate_inputs(task.space)
-    else:
-        random_ids = exactness_check(task, enumerate_limit=0, samples=max(samples, MIN_SAMPLES), seed=seed).refs.ids
-        ids = np.concatenate([random_ids, tightest_inputs(task, interference_bound(structure, w), samples, seed)])
-    check = ExactnessCheck(task, task.reference_set(ids), claim.check.kind == "exhaustive", 0.0)
-    check = dataclasses.replace(check, atol=check_tolerance(check))
+    check, _, _ = claim_check(task, interference_bound(structure, w), samples, seed)  # the claim's very inputs
     wrong = check.wrong_inputs(w, shared_shape=False)  # W at its own width, as claim_exactness runs it
     if not len(wrong):
         return "(no wrong input found again)"

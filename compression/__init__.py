@@ -55,6 +55,7 @@ _EXPORTS = {
     "nearest_value_tolerance": "evaluation", "CompressionTask": "task", "frac_prevs_task": "task",
     "frozen_from_compiled": "task", "make_task": "task", "sort_unique_task": "task",
     "exactness_check": "exactness", "Claim": "claims", "ClaimStatus": "claims", "claim_exactness": "claims",
+    "Projected": "claims", "project": "claims", "task_of": "task",
 }
 
 __all__ = sorted(_EXPORTS)

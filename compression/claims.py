@@ -10,7 +10,8 @@ check scores every position the way the model's decoder reads it, None outputs i
 number within the agree rule's tolerance (:func:`check_tolerance`).
 
 :func:`claim_exactness` returns a :class:`Claim`, which holds the bound's verdict, the check
-(its kind, size and result) and the status that follows:
+(its kind, size and result) and the status that follows (:func:`project` builds an analytic
+projection and returns it with its bound and claim, the one way from a model to a published W):
 
 * ``exact``: the bound claims exactness and the check finds no wrong input;
 * ``not claimed``: the bound does not claim it (the check says how the model fares anyway);
@@ -29,6 +30,7 @@ import numpy as np
 
 from compiler.model.agree import AGREE_TOLERANCE
 from compression.analytic.bound import InterferenceBound, interference_bound
+from compression.analytic.packing import Method, make_projection, packed_width
 from compression.analytic.structure import ResidualStructure, residual_structure
 from compression.evaluation import nearest_value_tolerance
 from compression.exactness import ExactnessCheck
@@ -187,3 +189,45 @@ def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStr
     wrong = int(len(check.wrong_inputs(w, shared_shape=shared_shape)))
     record = Check(kind, check.refs.checked, space, wrong, tightest, None if kind == "exhaustive" else seed)
     return Claim(structure.residual_dim, int(np.asarray(w).shape[1]), bound.claims_exact, bound.max_load, record)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Projected:
+    """An analytic projection of a task's model with what is known of it: the construction, its
+    interference bound and its checked claim."""
+
+    method: str  # "packed" | "random"
+    w: np.ndarray  # [D, d]
+    structure: ResidualStructure
+    bound: InterferenceBound
+    claim: Claim
+
+    @property
+    def d(self) -> int:
+        return int(self.w.shape[1])
+
+
+def project(task: CompressionTask, method: Method = "packed", width: int | None = None, seed: int = 0,
+            samples: int = SAMPLES, structure: ResidualStructure | None = None, shared_shape: bool = False) -> Projected:
+    """The `method` projection of `task`'s model at `width`, with its bound and checked claim.
+
+    Args:
+      task: the compiled program with its input space (`compression.task.task_of` wraps a model).
+      method: "packed" (codes per s-op) or "random".
+      width: d; None for the packed construction's full-margin width (where its bound is meant
+        to hold), at most D.
+      seed: seed of the codes (or the random W) and of the check's random inputs.
+      samples: random inputs of a sampled check (`claim_exactness`).
+      structure: the model's residual structure, when already computed (or adjusted).
+      shared_shape: as in `claim_exactness`.
+    Returns:
+      The :class:`Projected` record.
+    Raises:
+      CompressionError: an unknown method, or a width the construction cannot fill.
+    """
+    structure = structure or residual_structure(task.compiled)
+    d = min(packed_width(structure, seed), structure.residual_dim) if width is None else width
+    w = make_projection(structure, method, d, seed)
+    bound = interference_bound(structure, w)
+    claim = claim_exactness(task, w, structure, samples, seed, bound, shared_shape)
+    return Projected(method, w, structure, bound, claim)

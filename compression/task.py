@@ -65,6 +65,13 @@ class CompressionTask:
         return build_reference_set(ids, self.space, self.reference, self.model.output_kind, values)
 
 
+def task_of(compiled: CompiledModel, program: Any, *, unique_tokens: bool = False) -> CompressionTask:
+    """A compiled model as a :class:`CompressionTask` (named by the program's label, causal as
+    it was compiled), its inputs of every length from 1 (``unique_tokens``: without repeats)."""
+    return CompressionTask(str(program.label), program, compiled, frozen_from_compiled(compiled),
+                           input_space_of(compiled, unique_tokens=unique_tokens), bool(compiled.config.causal))
+
+
 def make_task(
     name: str, program: Any, vocab: Iterable[Hashable], max_seq_len: int, *, causal: bool = False,
     min_length: int = 1, unique_tokens: bool = False, optimize: bool = False,

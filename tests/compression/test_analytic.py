@@ -165,3 +165,25 @@ def test_compressor_starts_from_a_given_projection():
     np.testing.assert_array_equal(np.asarray(compressor.init_state().projection), w)
     with pytest.raises(ValueError, match="initial_projection has shape"):
         Compressor(task.model, task.space, TrainConfig(d=d + 1, steps=10), initial_projection=w)
+
+
+def test_project_returns_the_projection_with_its_bound_and_checked_claim():
+    """`compression.project`: the one way from a model to a W with its claim. The packed default
+    width is the full-margin one (at most D); a given width and the random method are honoured."""
+    from compiler import compile_rasp
+    from compiler.errors import CompressionError
+    from compression import project, task_of
+    from rasp import lib, rasp
+
+    program = lib.make_sort_unique(rasp.tokens, rasp.tokens)
+    task = task_of(compile_rasp(program, {1, 2, 3, 4}, 4), program)
+    found = project(task)
+    structure = found.structure
+    assert found.d == min(packed_width(structure), structure.residual_dim) == found.claim.d
+    np.testing.assert_array_equal(found.w, packed_projection(structure, found.d))
+    assert found.claim.bound_claims == found.bound.claims_exact
+    assert found.claim.exact and found.claim.check.kind == "exhaustive" and found.claim.check.inputs == 340
+    narrow = project(task, "random", width=found.d - 1, seed=3)
+    assert narrow.method == "random" and narrow.d == found.d - 1 and narrow.claim.check.inputs == 340
+    with pytest.raises(CompressionError, match="unknown analytic method"):
+        project(task, "pca")

@@ -203,14 +203,6 @@ def _bucket(value: Hashable) -> int:
 # -- b, c: projections -----------------------------------------------------------------------------
 
 
-def _task(model: CompiledModel, program: rasp.SOp, unique_tokens: bool):
-    from compression import CompressionTask, frozen_from_compiled
-    from compression.task import input_space_of
-
-    return CompressionTask(str(program.label), program, model, frozen_from_compiled(model),
-                           input_space_of(model, unique_tokens=unique_tokens), model.config.causal)
-
-
 def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: bool = False,
                         fraction: float = 1.0) -> tuple[np.ndarray, str, float]:
     """The packed (else random) analytic projection at its smallest width exact against RASP,
@@ -220,11 +212,12 @@ def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: 
     "Exact" is checked as every claim is (`compression.claims`): on every input when there are
     at most 10^5, else on 2,000 distinct random inputs plus up to 2,000 where the interference
     bound's margin is tightest; the note says which, and whether the bound also proves it."""
+    from compression import task_of
     from compression.analytic import interference_bound, make_projection, min_width, residual_structure
     from compression.claims import claim_check, claim_exactness
     from compression.width_search import analytic_exact_width
 
-    task = _task(model, program, unique_tokens)
+    task = task_of(model, program, unique_tokens=unique_tokens)
     check, _, _ = claim_check(task)
     structure = residual_structure(model)
     for method in ("packed", "random"):
@@ -258,6 +251,7 @@ def gd_projection(model: CompiledModel, program: rasp.SOp, start: np.ndarray, st
     started from `start` rotated randomly and perturbed (noise of NOISE times its mean column
     norm), stopped at the first exact check or after `steps`; returns it, a note and its
     sequence accuracy against RASP."""
+    from compression import task_of
     from compression.exactness import exactness_check
     from compression.learned.config import GDRecipe
     from compression.width_search import gd_run
@@ -266,7 +260,7 @@ def gd_projection(model: CompiledModel, program: rasp.SOp, start: np.ndarray, st
     start = np.asarray(start, np.float64) @ _orthogonal(rng, start.shape[1])
     noise = NOISE * np.linalg.norm(start, axis=0).mean() / np.sqrt(start.shape[0])
     initial = (start + rng.normal(scale=noise, size=start.shape)).astype(np.float32)
-    check = exactness_check(_task(model, program, unique_tokens))
+    check = exactness_check(task_of(model, program, unique_tokens=unique_tokens))
     recipe = GDRecipe(steps=steps, check_every=max(1, min(100, steps)), seeds=1)
     d = start.shape[1]
     run, w = gd_run(check, d, recipe, seed=seed, projection=initial, init="perturbed analytic")

@@ -48,7 +48,6 @@ from compiler.lab.zoo import weights as zoo_weights
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, TiedBlock
 from compiler.model.tying import untied
-from compression.analytic import packed_projection, packed_width, residual_structure
 from rasp import rasp
 
 
@@ -87,20 +86,15 @@ def loop_info(tied: TiedBlock) -> dict:
     return {"tied_layers": [tied.start // 2, tied.stop // 2], "repeats": tied.repeats, "stored_layers": stored}
 
 
-def compress(model: CompiledModel, program: rasp.SOp, causal: bool = False, seed: int = 0) -> tuple[np.ndarray, dict]:
+def compress(model: CompiledModel, program: rasp.SOp, seed: int = 0) -> tuple[np.ndarray, dict]:
     """The packed projection of `model` and its exactness claim with the claim's check
-    (`compression.claims.claim_exactness`)."""
-    from compression.claims import claim_exactness
-    from compression.task import CompressionTask, frozen_from_compiled, input_space_of
+    (`compression.project`)."""
+    from compression import project, task_of
 
-    structure = residual_structure(model)
-    d = min(packed_width(structure, seed), structure.residual_dim)
-    w = packed_projection(structure, d, seed)
-    task = CompressionTask(str(program.label), program, model, frozen_from_compiled(model), input_space_of(model), causal)
-    claim = claim_exactness(task, w, structure, seed=seed)
-    info = {"method": "packed", "protected": len(structure.protected), **claim.to_json(),
-            "claims_exact": claim.exact}
-    return w, info
+    found = project(task_of(model, program), "packed", seed=seed)
+    info = {"method": "packed", "protected": len(found.structure.protected), **found.claim.to_json(),
+            "claims_exact": found.claim.exact}
+    return found.w, info
 
 
 def variant_seed(seed: int, index: int) -> int:
@@ -157,7 +151,7 @@ def compile_variants(
         try:
             if variant == "compressed":
                 base = model(True)
-                w, info = compress(base, program, causal)
+                w, info = compress(base, program)
                 tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
                 out[variant] = VariantModel(variant, base, tensors, info, projection=w, exact=False)
             elif variant == "reparametrised":
