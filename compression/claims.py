@@ -22,12 +22,12 @@ projection and returns it with its bound and claim, the one way from a model to 
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.enums import StrEnum
 from compiler.model.agree import AGREE_TOLERANCE
 from compression.analytic.bound import InterferenceBound, interference_bound
 from compression.analytic.packing import Method, make_projection, packed_width
@@ -46,7 +46,7 @@ TIGHTEST_POOL = 20_000
 
 
 
-class ClaimStatus(enum.StrEnum):
+class ClaimStatus(StrEnum):
     """What a claim says of a projection: exact (the bound proves it and the check found no
     wrong input), not claimed (the bound cannot prove it), or a wrong claim (the bound claimed it
     and the check found a wrong input: never published as exact)."""

@@ -10,7 +10,6 @@ categorical Aggregate that always selects different values).
 from __future__ import annotations
 
 import dataclasses
-import enum
 import itertools
 import random
 import time
@@ -19,6 +18,7 @@ import warnings
 from collections.abc import Hashable, Sequence
 
 from compiler.compiling import compile_rasp
+from compiler.enums import StrEnum
 from compiler.errors import CausalSemanticsWarning, CompilerError
 from compiler.fuzzing.buckets import refusal_bucket
 from compiler.model import oracle
@@ -28,7 +28,7 @@ from compiler.passes.validate import validate
 from rasp import rasp
 
 
-class Verdict(enum.StrEnum):
+class Verdict(StrEnum):
     """The class of one differential check (module docstring); the failures are upper case."""
 
     EXACT = "exact"

@@ -17,18 +17,18 @@ from the vocabulary (without repeats when `unique_tokens`), every row padded to 
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Hashable
 
 import jax.numpy as jnp
 import numpy as np
 
+from compiler.enums import StrEnum
 from compiler.errors import LabError
 from compiler.lab.circuits.components import Network
 from compiler.model.compiled_model import CompiledModel
 
 
-class Ablation(enum.StrEnum):
+class Ablation(StrEnum):
     """What an ablated edge carries instead of its source's term (docs/circuits.md, Definitions).
     A `str`, so the members compare equal to and serialise as their names."""
 

@@ -42,7 +42,6 @@ variant computes the program (exact for a, b, d, e).
 from __future__ import annotations
 
 import dataclasses
-import enum
 import zlib
 from collections.abc import Hashable
 
@@ -50,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compiler import compile_rasp
+from compiler.enums import StrEnum
 from compiler.errors import LabError
 from compiler.fuzzing.program_spec import build
 from compiler.fuzzing.random_programs import generate
@@ -64,7 +64,7 @@ NOISE = 0.05
 
 
 
-class Dial(enum.StrEnum):
+class Dial(StrEnum):
     """The dial's settings, each a letter (the value) with a name that may be written instead
     (`parse("analytic+reparametrised") == ("b", "e")`); a `str`, so members equal their letters."""
 

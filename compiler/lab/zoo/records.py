@@ -27,13 +27,13 @@ always for `reparametrised` and `gd`, for every variant with `ZooConfig.measure_
 
 from __future__ import annotations
 
-import enum
 import warnings
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from compiler.enums import StrEnum
 from compiler.errors import CausalSemanticsWarning, CompilerError
 from compiler.fuzzing.differential import sample_inputs
 from compiler.lab.zoo import weights as zoo_weights
@@ -46,7 +46,7 @@ from compiler.model.agree import same_outputs
 from rasp import rasp
 
 
-class Status(enum.StrEnum):
+class Status(StrEnum):
     """A record's status (docs/zoo.md): ok, or why the row holds no verified model."""
 
     OK = "ok"
