@@ -123,7 +123,8 @@ def _blocks(model: CompiledModel) -> tuple[tuple[int | None, int | None], ...]:
 
 
 def _heads(model: CompiledModel, attn: int | None) -> int:
-    return 0 if attn is None else len(model.config.layers[attn].heads)
+    layer = None if attn is None else model.config.layers[attn]
+    return len(layer.heads) if isinstance(layer, AttentionSpec) else 0
 
 
 def _sizes(model: CompiledModel) -> tuple[int, int, int]:
@@ -221,6 +222,7 @@ def export_weights(
         w_k, w_v = np.zeros_like(w_q), np.zeros_like(w_q)
         w_o = np.zeros((n_heads, d_head_out, d_model))
         for h in range(_heads(model, attn)):
+            assert attn is not None  # _heads is 0 without an attention sub-layer
             q, k, v, o = (tensors[tensor_name(layer_module(attn), f"head_{h}_{part}")] for part in "qkvo")
             w_q[h, :, : q.shape[1]], w_k[h, :, : k.shape[1]] = q, k
             w_v[h, :, : v.shape[1]], w_o[h, : o.shape[0], :] = v, o

@@ -213,7 +213,7 @@ class ExportInfo:
         found = {}
         for block, real in enumerate(self.real_heads):
             for head in range(real):
-                index = [slice(None)] * len(shape)
+                index: list[int | slice] = [slice(None)] * len(shape)
                 index[0], index[head_axis] = block, head
                 found[(block, head)] = array[tuple(index)]
         return found

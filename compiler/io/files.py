@@ -89,7 +89,7 @@ def _param_roles(config: ModelConfig) -> dict[tuple[str, str], tuple[SparseLinea
     and width where they are the residual width or a fixed size, `None` where the matrix's own
     size applies (head and hidden units)."""
     width = config.residual_width
-    roles = {
+    roles: dict[tuple[str, str], tuple[SparseLinear, int | None, int | None]] = {
         ("embed", "token"): (config.token_embed, config.vocab_size, width),
         ("embed", "position"): (config.pos_embed, config.max_seq_len + 1, width),
         ("unembed", "w_u"): (config.unembed, width, None),
@@ -299,10 +299,11 @@ def _weights(config: ModelConfig, tensors: dict[str, np.ndarray], version: int, 
     for tensor_name, (module, name) in names.items():
         spec, rows, columns = roles[(module, name)]
         array = tensors[tensor_name]
+        expected: tuple[int, ...]
         if storage == "dense":
             expected = _dense_shape(spec, rows, columns)
         else:
-            expected = (len(spec.rows),) if spec.is_sparse else tuple(spec.shape)
+            expected = (spec.nnz,) if spec.is_sparse else spec.shape
         if array.dtype != np.float32 or array.shape != tuple(expected):
             raise _refuse(
                 path,
@@ -320,7 +321,7 @@ def _param_from_dense(spec: SparseLinear, matrix: np.ndarray, name: str, path: P
     rows = np.arange(spec.shape[0]) if spec.in_idx is None else np.asarray(spec.in_idx, dtype=np.intp)
     cols = np.arange(spec.shape[1]) if spec.out_idx is None else np.asarray(spec.out_idx, dtype=np.intp)
     block = matrix[np.ix_(rows, cols)]
-    param = block[list(spec.rows), list(spec.cols)] if spec.is_sparse else block
+    param = block[spec.pattern] if spec.is_sparse else block
     param = np.ascontiguousarray(param, dtype=np.float32)
     if not np.array_equal(spec.full_matrix(param, *matrix.shape), matrix):
         raise _refuse(

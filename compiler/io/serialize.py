@@ -225,9 +225,16 @@ def output_encoder_to_json(encoder: OutputEncoder | OutputsEncoder) -> dict:
     return {"values": values, "bos": encode_value(encoder.bos)}
 
 
+def _single_output(encoder: OutputEncoder | OutputsEncoder) -> OutputEncoder:
+    """One program's output encoder (a nested group of outputs is not a file this reads)."""
+    if not isinstance(encoder, OutputEncoder):
+        raise ValueError("a model file's outputs nest another group of outputs; each output has one encoder")
+    return encoder
+
+
 def output_encoder_from_json(data: dict) -> OutputEncoder | OutputsEncoder:
     if "outputs" in data:
-        parts = [(_typed(label, str), output_encoder_from_json(part)) for label, part in data["outputs"]]
+        parts = [(_typed(label, str), _single_output(output_encoder_from_json(part))) for label, part in data["outputs"]]
         return OutputsEncoder(
             labels=tuple(label for label, _ in parts),
             encoders=tuple(part for _, part in parts),

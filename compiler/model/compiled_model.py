@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import networkx as nx
 import numpy as np
@@ -38,7 +39,7 @@ class LabelledResidual:
 class ApplyResult:
     """One sequence through the model: decoded outputs, residual streams, attention patterns."""
 
-    decoded: list[Any]
+    decoded: list[Any] | dict[str, list[Any]]  # {output label: values} for several programs
     output: np.ndarray
     residuals: tuple[LabelledResidual, ...]
     attention: tuple[np.ndarray, ...]  # per attention sub-layer, [heads, T, T]
@@ -50,9 +51,9 @@ class CompiledModel:
 
     params: dict
     config: ModelConfig
-    forward: Callable[..., ModelOutput]
+    forward: jax.stages.Wrapped  # jitted: `forward(...)` gives a ModelOutput, `.lower(...)` compiles ahead
     graph: nx.DiGraph
-    craft_model: SeriesWithResiduals
+    craft_model: SeriesWithResiduals | None  # None for a model loaded from a file
     sublayers: tuple  # merged Craft block per sub-layer (None where empty)
     residual_space: VectorSpaceWithBasis
     input_encoder: InputEncoder
@@ -189,7 +190,7 @@ class CompiledModel:
         ids = np.full((batch_size, self.config.max_seq_len + 1), self.config.pad_id, dtype=np.int32)
         ids[:, 0] = self.input_encoder.bos_id
         start = time.perf_counter()
-        options = {"xla_backend_optimization_level": 0} if fast_compile else None
+        options: dict[str, Any] | None = {"xla_backend_optimization_level": 0} if fast_compile else None
         lowered = self.forward.lower(self.params, ids, outputs_only=bool(outputs_only))
         self._executables[(ids.shape, bool(outputs_only))] = lowered.compile(options)
         return time.perf_counter() - start
@@ -198,6 +199,7 @@ class CompiledModel:
         """Run one sequence (starting with BOS) and decode it; position 0 decodes as BOS."""
         ids = np.asarray([self.input_encoder.encode(tokens)], dtype=np.int32)
         result = self.run(ids)
+        assert result.output is not None  # a whole pass
         output = np.asarray(result.output[0])
         residuals = tuple(
             LabelledResidual(name, np.asarray(r[0]), self.residual_labels)
@@ -206,7 +208,7 @@ class CompiledModel:
         attention = tuple(np.asarray(a[0]) for a in result.attention)
         return ApplyResult(self.output_encoder.decode(output), output, residuals, attention)
 
-    def apply_batch(self, batch: Sequence[Sequence[Hashable]]) -> list[list[Any]] | list[dict[str, list[Any]]]:
+    def apply_batch(self, batch: Sequence[Sequence[Hashable]]) -> list[list[Any] | dict[str, list[Any]]]:
         """Decoded outputs of several sequences (each starting with BOS), padded internally.
 
         For several programs compiled together, each item is `{output label: decoded sequence}`.

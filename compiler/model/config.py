@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -147,6 +148,11 @@ class SparseLinear:
     def is_sparse(self) -> bool:
         return self.rows is not None
 
+    @property
+    def nnz(self) -> int:
+        """Stored entries: the non-zeros of a sparse weight, every entry of a dense one."""
+        return len(self.rows) if self.rows is not None else self.shape[0] * self.shape[1]
+
     @staticmethod
     def from_matrix(
         matrix: np.ndarray,
@@ -175,7 +181,7 @@ class SparseLinear:
         keep = values != 0
         rows, cols, values = coo.row[keep], coo.col[keep], values[keep]
         order = np.lexsort((cols, rows))  # row-major, as np.nonzero gives for a dense matrix
-        shape = tuple(int(n) for n in matrix.shape)
+        shape = (int(matrix.shape[0]), int(matrix.shape[1]))
         if values.size >= DENSE_FRACTION * shape[0] * shape[1]:
             return SparseLinear.from_matrix(sparse.csr_array(matrix).toarray(), in_idx, out_idx)
         spec = SparseLinear(shape, in_idx, out_idx, tuple(rows[order].tolist()), tuple(cols[order].tolist()))
@@ -278,14 +284,14 @@ class SparseLinear:
         if not self.is_sparse:
             return False
         work = self.padded_work(1)
-        return work <= ELL_PADDING * len(self.rows) and work <= self.padded_work(0)
+        return work <= ELL_PADDING * self.nnz and work <= self.padded_work(0)
 
     @property
     def row_wise(self) -> bool:
         """Whether the forward pass scatters per input row (ELL of the transpose)."""
         if not self.is_sparse or self.column_wise:
             return False
-        return self.padded_work(0) <= ELL_PADDING * len(self.rows)
+        return self.padded_work(0) <= ELL_PADDING * self.nnz
 
     def dense(self, param: np.ndarray) -> np.ndarray:
         """The matrix `M` as a dense numpy array."""
@@ -293,7 +299,7 @@ class SparseLinear:
         if not self.is_sparse:
             return param
         matrix = np.zeros(self.shape, dtype=param.dtype)
-        matrix[list(self.rows), list(self.cols)] = param
+        matrix[self.pattern] = param
         return matrix
 
     def full_matrix(self, param: np.ndarray, in_width: int, out_width: int) -> np.ndarray:
@@ -346,7 +352,7 @@ class HeadSpec:
         if found is None:
             return None
         perm, lo, hi, entry = found
-        nnz_q, nnz_k = len(q.rows), len(k.rows)
+        nnz_q, nnz_k = q.nnz, k.nnz
         split = q.shape[1]
         entry_q = np.minimum(entry[:split], nnz_q).astype(np.int32)  # an empty column: the appended zero
         entry_k = np.where(entry[split:] >= nnz_q + nnz_k, nnz_k, entry[split:] - nnz_q).astype(np.int32)
@@ -434,10 +440,10 @@ class ModelConfig:
         found[ParamKey(UNEMBED, "w_u")] = self.unembed
         return found
 
-    def with_linears(self, specs: dict[tuple[str, str], SparseLinear], backend: str | None) -> ModelConfig:
+    def with_linears(self, specs: Mapping[ParamKey, SparseLinear], backend: str | None) -> ModelConfig:
         """This config with the weights of `specs` (keyed as `linears`) replaced."""
         def pick(module: str, name: str, current: SparseLinear) -> SparseLinear:
-            return specs.get((module, name), current)
+            return specs.get(ParamKey(module, name), current)
 
         layers: list[LayerSpec] = []
         for index, layer in enumerate(self.layers):

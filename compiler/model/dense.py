@@ -150,10 +150,10 @@ def labelled_weights(model: HasWeights) -> dict[str, LabelledMatrix]:
                 found[f"{prefix}/w_v"] = LabelledMatrix(weights.w_v, residual, v)
                 found[f"{prefix}/w_o"] = LabelledMatrix(weights.w_o, v, residual)
         elif layer.w_in.shape[1]:
-            weights = mlp_weights(model, index)
-            hidden = _hidden_labels(model, index, weights.hidden_width)
-            found[f"layer_{index}/mlp/w_in"] = LabelledMatrix(weights.w_in, residual, hidden)
-            found[f"layer_{index}/mlp/w_out"] = LabelledMatrix(weights.w_out, hidden, residual)
+            mlp = mlp_weights(model, index)
+            hidden = _hidden_labels(model, index, mlp.hidden_width)
+            found[f"layer_{index}/mlp/w_in"] = LabelledMatrix(mlp.w_in, residual, hidden)
+            found[f"layer_{index}/mlp/w_out"] = LabelledMatrix(mlp.w_out, hidden, residual)
     found["unembed"] = LabelledMatrix(unembedding(model), residual, _output_labels(model))
     return found
 
@@ -162,7 +162,7 @@ def _output_labels(model: Any) -> tuple[str, ...]:
     width = model.config.unembed.shape[1]
     encoder = getattr(model, "output_encoder", None)
     encoders = getattr(encoder, "encoders", None)
-    if encoders is not None:  # several programs: "label:value", or the label for a number
+    if encoder is not None and encoders is not None:  # several programs: "label:value", or the label for a number
         labels = []
         for label, part in zip(encoder.labels, encoders):
             labels.extend([label] if part.values is None else [f"{label}:{value}" for value in part.values])
@@ -178,7 +178,7 @@ def _output_labels(model: Any) -> tuple[str, ...]:
 
 def _dense_spec(matrix: np.ndarray) -> SparseLinear:
     """A `SparseLinear` that stores `matrix` whole, over all coordinates."""
-    return SparseLinear(tuple(int(n) for n in matrix.shape))
+    return SparseLinear((int(matrix.shape[0]), int(matrix.shape[1])))
 
 
 def dense_config_and_weights(model: HasWeights) -> tuple[ModelConfig, dict[str, dict[str, np.ndarray]]]:
@@ -187,7 +187,7 @@ def dense_config_and_weights(model: HasWeights) -> tuple[ModelConfig, dict[str, 
     config = model.config
     token, position, w_u = token_embedding(model), position_embedding(model), unembedding(model)
     weights: dict[str, dict[str, np.ndarray]] = {"embed": {"token": token, "position": position}}
-    layers = []
+    layers: list[AttentionSpec | MLPSpec] = []
     for index, layer in enumerate(config.layers):
         module: dict[str, np.ndarray] = {}
         if isinstance(layer, AttentionSpec):
@@ -200,9 +200,9 @@ def dense_config_and_weights(model: HasWeights) -> tuple[ModelConfig, dict[str, 
                 heads.append(dataclasses.replace(head, **{f"w_{name}": _dense_spec(m) for name, m in parts.items()}))
             layers.append(dataclasses.replace(layer, heads=tuple(heads)))
         else:
-            dense = mlp_weights(model, index)
-            module = {"w_in": dense.w_in, "w_out": dense.w_out}
-            layers.append(MLPSpec(_dense_spec(dense.w_in), _dense_spec(dense.w_out), layer.activation))
+            mlp = mlp_weights(model, index)
+            module = {"w_in": mlp.w_in, "w_out": mlp.w_out}
+            layers.append(MLPSpec(_dense_spec(mlp.w_in), _dense_spec(mlp.w_out), layer.activation))
         weights[f"layer_{index}"] = module
     weights["unembed"] = {"w_u": w_u}
     dense_config = dataclasses.replace(
@@ -234,8 +234,8 @@ def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, caus
     """
     modules: dict[str, dict[str, np.ndarray]] = {}
     for name, value in tensors.items():
-        module, _, part = name.rpartition("/")
-        modules.setdefault(module.removeprefix(MODULE_NAME + "/"), {})[part] = np.asarray(value, dtype)
+        prefix, _, part = name.rpartition("/")
+        modules.setdefault(prefix.removeprefix(MODULE_NAME + "/"), {})[part] = np.asarray(value, dtype)
     token, position, w_u = modules["embed"]["token"], modules["embed"]["position"], modules["unembed"]["w_u"]
     indices = [int(key.removeprefix(LAYER_PREFIX)) for key in modules if key.startswith(LAYER_PREFIX)]
     layers: list[AttentionSpec | MLPSpec] = []

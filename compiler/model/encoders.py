@@ -152,7 +152,7 @@ class OutputEncoder:
     @property
     def width(self) -> int:
         """The output columns this encoder reads: one for a number, one per categorical value."""
-        return 1 if self.numerical else len(self.values)
+        return 1 if self.values is None else len(self.values)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -86,14 +86,16 @@ def form_costs(spec: SparseLinear, param: np.ndarray, costs: OpCosts, tokens: in
     dense = float(tokens) * rows * cols * costs.matmul
     if not spec.is_sparse:
         return {"dense": dense}
-    nnz = len(spec.rows)
+    nnz = spec.nnz
     estimates = {
         "rebuild": dense + nnz * costs.scatter,
         "columns": float(tokens) * spec.padded_work(1) * costs.gather,
         "rows": float(tokens) * spec.padded_work(0) * costs.scatter,
     }
     if _interval_ok(spec, param, estimates):
-        perm = spec.interval[0]
+        found = spec.interval
+        assert found is not None  # checked by _interval_ok
+        perm = found[0]
         estimates["interval"] = float(tokens) * (len(perm) * (costs.gather + costs.scan) + 2 * cols * costs.gather)
     return estimates
 
@@ -139,12 +141,12 @@ def forced_forms(config: ModelConfig, weights: dict[str, dict[str, np.ndarray]],
     shape (`SparseLinear.interval` and `one_value_per_column`).
     """
     specs = {}
-    for (module, name), spec in config.linears().items():
+    for key, spec in config.linears().items():
         if form not in spec.possible_forms:
             continue
-        if form == "interval" and (spec.interval is None or not one_value_per_column(spec, weights[module][name])):
+        if form == "interval" and (spec.interval is None or not one_value_per_column(spec, weights[key.module][key.name])):
             continue
-        specs[(module, name)] = dataclasses.replace(spec, form=form)
+        specs[key] = dataclasses.replace(spec, form=form)
     return config.with_linears(specs, config.backend)
 
 

@@ -12,7 +12,7 @@ residual vectors, for callers that describe tokens and positions as Craft vector
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
@@ -22,7 +22,7 @@ from compiler.model.config import TiedBlock
 from compiler.model.forms import choose_forms
 from compiler.model.reuse import ResidualReuse
 from compiler.model.reuse import reuse_residual as reuse_directions
-from compiler.model.transformer import ModelConfig, ModelOutput, build
+from compiler.model.transformer import ModelConfig, build
 from compiler.passes.layout import CraftModel, Embeddings
 from craft.bases import VectorInBasis, VectorSpaceWithBasis
 
@@ -33,7 +33,7 @@ class HaikuModel:
 
     config: ModelConfig
     params: dict
-    forward: Callable[..., ModelOutput]
+    forward: jax.stages.Wrapped
     # What the residual-reuse pass did (`compiler.model.reuse`); None when it did not run.
     reuse: ResidualReuse | None = None
 

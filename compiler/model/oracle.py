@@ -26,12 +26,13 @@ def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int
     y = x @ spec.dense(param).astype(x.dtype)
     if spec.out_idx is None:
         return y
-    out = np.zeros(y.shape[:-1] + (out_width,), dtype=x.dtype)
-    np.add.at(out, (..., list(spec.out_idx)), y)
-    return out
+    assert out_width is not None, "a scattered output needs its width"
+    placement = np.zeros((len(spec.out_idx), out_width), dtype=x.dtype)  # column j -> out_idx[j], summed
+    placement[np.arange(len(spec.out_idx)), np.asarray(spec.out_idx)] = 1
+    return y @ placement
 
 
-def forward(config: ModelConfig, params: dict, ids: np.ndarray, dtype: type = np.float32) -> np.ndarray:
+def forward(config: ModelConfig, params: dict, ids: np.ndarray, dtype: type[np.floating] = np.float32) -> np.ndarray:
     """The model's output on token ids.
 
     Args:
@@ -42,7 +43,7 @@ def forward(config: ModelConfig, params: dict, ids: np.ndarray, dtype: type = np
     Returns:
       `[batch, T, n_out]` logits, or `[batch, T]` values for a numerical output.
     """
-    groups = {
+    groups: dict[str, dict[str, np.ndarray]] = {
         key.split("/", 1)[1]: {name: np.asarray(value, dtype=dtype) for name, value in values.items()}
         for key, values in params.items()
         if key.startswith(MODULE_NAME + "/")
@@ -50,8 +51,8 @@ def forward(config: ModelConfig, params: dict, ids: np.ndarray, dtype: type = np
     width = config.residual_width
     ids = np.asarray(ids)
     length = ids.shape[-1]
-    tokens = np.eye(config.vocab_size, dtype=dtype)[ids]
-    positions = np.eye(config.max_seq_len + 1, dtype=dtype)[np.arange(length)]
+    tokens: np.ndarray = np.eye(config.vocab_size, dtype=dtype)[ids]
+    positions: np.ndarray = np.eye(config.max_seq_len + 1, dtype=dtype)[np.arange(length)]
     stream = _linear(config.token_embed, groups["embed"]["token"], tokens, width)
     stream = stream + _linear(config.pos_embed, groups["embed"]["position"], positions, width)
     mask = (ids != config.pad_id)[..., None, :]

@@ -40,12 +40,20 @@ MAX_BLOCKS = 128
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One sub-layer (or the unembedding) as a compressed pass runs it: it reads `W[reads]` and
-    writes through `W[writes]`, its weights re-indexed into those rows."""
+    """One sub-layer as a compressed pass runs it: it reads `W[reads]` and writes through
+    `W[writes]`, its weights re-indexed into those rows."""
 
-    layer: LayerSpec | SparseLinear
+    layer: LayerSpec
     reads: tuple[int, ...]
     writes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Readout:
+    """The unembedding as a compressed pass runs it: it reads `W[reads]`, re-indexed into them."""
+
+    spec: SparseLinear
+    reads: tuple[int, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +90,7 @@ def _remap(spec: SparseLinear, rows: tuple[int, ...], side: str) -> SparseLinear
     return dataclasses.replace(spec, in_idx=new) if side == "in" else dataclasses.replace(spec, out_idx=new)
 
 
-def plan(config: ModelConfig) -> tuple[tuple[Step, ...], Step]:
+def plan(config: ModelConfig) -> tuple[tuple[Step, ...], Readout]:
     """Per sub-layer of `config.layers`, the rows it reads and writes with its re-indexed weights,
     and the unembedding's step."""
     width = config.residual_width
@@ -102,7 +110,7 @@ def plan(config: ModelConfig) -> tuple[tuple[Step, ...], Step]:
             steps.append(Step(dataclasses.replace(layer, w_in=_remap(layer.w_in, reads, "in"),
                                                   w_out=_remap(layer.w_out, writes, "out")), reads, writes))
     reads = _rows([config.unembed], "in", width)
-    return tuple(steps), Step(_remap(config.unembed, reads, "in"), reads, ())
+    return tuple(steps), Readout(_remap(config.unembed, reads, "in"), reads)
 
 
 def projection_blocks(projection: np.ndarray, rows: tuple[int, ...]) -> tuple[Block, ...] | None:
@@ -181,7 +189,7 @@ def add_rows(stream: jax.Array, y: jax.Array, projection: jax.Array, rows: tuple
 
 
 def _part(projection: jax.Array, rows: tuple[int, ...], block: Block) -> jax.Array:
-    return projection[np.ix_(np.asarray(rows)[list(block.positions)], block.columns)]
+    return projection[np.ix_(np.asarray(rows)[list(block.positions)], np.asarray(block.columns))]
 
 
 def placed(y: jax.Array, coords: np.ndarray, width: int) -> jax.Array:

@@ -210,6 +210,7 @@ def reuse_residual(config: ModelConfig, weights: Weights) -> tuple[ModelConfig, 
     for m, coords in clears.items():
         module = layer_module(m)
         layer = layers[m]
+        assert isinstance(layer, MLPSpec), "clearing units are added to MLP sub-layers"
         spec_in, w_in, spec_out, w_out = _with_clearing(layer, weights[module], coords, width)
         layers[m] = dataclasses.replace(layer, w_in=spec_in, w_out=spec_out, activation="relu")
         weights[module][MLP_IN], weights[module][MLP_OUT] = w_in, w_out

@@ -37,6 +37,7 @@ from compiler.model.config import (
     MODULE_NAME,
     AttentionSpec,
     ModelConfig,
+    ParamKey,
     SparseLinear,
     layer_module,
 )
@@ -101,7 +102,9 @@ def _inputs(spec: SparseLinear, x: jax.Array) -> jax.Array:
         return x
     runs = spec.in_runs
     if runs is None:
-        return jnp.take(x, spec.in_array, axis=-1)
+        index = spec.in_array
+        assert index is not None  # in_idx is set
+        return jnp.take(x, index, axis=-1)
     parts = [x[..., first : first + size] for _, first, size in runs]
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
 
@@ -165,7 +168,9 @@ def _interval_columns(sums: jax.Array, lo: np.ndarray, hi: np.ndarray, entry: np
 
 def _apply_interval(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Array:
     """`x @ W` in the interval form (`SparseLinear.interval`)."""
-    perm, lo, hi, entry = spec.interval
+    found = spec.interval
+    assert found is not None, "the interval form is chosen only where the pattern has one"
+    perm, lo, hi, entry = found
     return _interval_columns(_prefix_sums(jnp.take(x, jnp.asarray(perm), axis=-1)), lo, hi, entry, param)
 
 
@@ -346,7 +351,7 @@ class CompiledTransformer(hk.Module):
                 cache[name] = value
             return value
 
-        steps, unembed_step = plan(config) if projection is not None else ((), None)
+        steps, readout = plan(config) if projection is not None else ((), None)
         decompress: Callable[[jax.Array], jax.Array] = (
             (lambda r: r) if projection is None
             else (lambda r: jnp.einsum("...d,Dd->...D", r, projection, precision=PRECISION)))
@@ -359,9 +364,9 @@ class CompiledTransformer(hk.Module):
             stream = jnp.take(tokens, ids, axis=0) + positions[:length]
             if projection is not None:
                 stream = jnp.einsum("...D,Dd->...d", stream, projection, precision=PRECISION)
-        stream = site(f"resid.{start}", stream)
+        current: jax.Array = site(f"resid.{start}", stream)
         keep = not outputs_only
-        residuals = [decompress(stream)] if keep else []
+        residuals = [decompress(current)] if keep else []
 
         key_ok = ids != config.pad_id  # [batch, T]
         mask = key_ok[..., None, :]
@@ -413,32 +418,32 @@ class CompiledTransformer(hk.Module):
             return stream, residuals, attention, written, hidden_pre
 
         segments = [range(start, stop)] if tied is None else [range(tied.start), range(tied.stop, count)]
-        stream, *records = run(segments[0], stream, self._get)
+        current, *records = run(segments[0], current, self._get)
         if tied is not None:
             # The tied block runs `repeats` times in one `lax.scan` (traced and compiled once);
             # its parameters are fetched before, since Haiku parameters cannot be read inside.
             block = range(tied.start, tied.stop)
             modules = {layer_module(index) for index in block}
-            fetched = {key: self._get(*key) for key in config.linears() if key[0] in modules}
+            fetched = {key: self._get(*key) for key in config.linears() if key.module in modules}
 
             def iteration(carry: jax.Array, _: None) -> tuple[jax.Array, tuple]:
-                carry, *per_layer = run(block, carry, lambda module, name: fetched[(module, name)])
+                carry, *per_layer = run(block, carry, lambda module, name: fetched[ParamKey(module, name)])
                 return carry, tuple(tuple(items) for items in per_layer)
 
-            stream, stacked = jax.lax.scan(iteration, stream, None, length=tied.repeats)
+            current, stacked = jax.lax.scan(iteration, current, None, length=tied.repeats)
             for record, items in zip(records, stacked):
                 record.extend(item[repeat] for repeat in range(tied.repeats) for item in items)
-            stream, *after = run(segments[1], stream, self._get)
+            current, *after = run(segments[1], current, self._get)
             for record, items in zip(records, after):
                 record.extend(items)
         residuals += records[0]
         output = None
         if stop == count:
-            if projection is None:
-                logits = apply_linear(config.unembed, self._get("unembed", "w_u"), stream)
+            if projection is None or readout is None:
+                logits = apply_linear(config.unembed, self._get("unembed", "w_u"), current)
             else:
-                read = read_rows(stream, projection, unembed_step.reads, self.blocks)
-                logits = apply_linear(unembed_step.layer, self._get("unembed", "w_u"), read)
+                read = read_rows(current, projection, readout.reads, self.blocks)
+                logits = apply_linear(readout.spec, self._get("unembed", "w_u"), read)
             output = logits[..., 0] if config.numerical_output else logits
         return ModelOutput(output, tuple(residuals), tuple(records[1]), tuple(records[2]), tuple(records[3]), cache)
 
@@ -491,7 +496,7 @@ class CompiledTransformer(hk.Module):
 
 def build(
     config: ModelConfig, weights: dict[str, dict[str, np.ndarray]]
-) -> tuple[dict[str, dict[str, jax.Array]], Callable[..., ModelOutput], hk.Transformed]:
+) -> tuple[dict[str, dict[str, jax.Array]], jax.stages.Wrapped, hk.Transformed]:
     """Return `(params, forward, transformed)`.
 
     `params` are the Haiku params, `forward(params, ids, projection=None, outputs_only=False,
@@ -506,7 +511,7 @@ def build(
             ) -> ModelOutput:
         return CompiledTransformer(config, weights)(ids, projection, outputs_only, **options)
 
-    transformed = hk.without_apply_rng(hk.transform(run))
+    transformed: hk.Transformed = hk.without_apply_rng(hk.transform(run))
     params = {
         f"{MODULE_NAME}/{module}": {name: jnp.asarray(value, dtype=jnp.float32) for name, value in values.items()}
         for module, values in weights.items()

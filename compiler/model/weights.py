@@ -23,8 +23,11 @@ from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConf
 class HasWeights(Protocol):
     """What the accessors read: Haiku params keyed `compiled_transformer/<part>` and their config."""
 
-    params: dict
-    config: ModelConfig
+    @property
+    def params(self) -> dict: ...
+
+    @property
+    def config(self) -> ModelConfig: ...
 
 
 def module_params(model: HasWeights, module: str) -> dict[str, np.ndarray]:
