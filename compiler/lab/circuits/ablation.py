@@ -57,16 +57,16 @@ class InputDistribution:
         if not 1 <= self.min_length <= max_seq_len:
             raise LabError(f"min_length must be in [1, {max_seq_len}], got {self.min_length}")
         rng = np.random.default_rng(self.seed)
-        vocab = sorted(vocab, key=repr)
+        tokens = sorted(vocab, key=repr)
         rows = []
         for _ in range(self.count):
             length = int(rng.integers(self.min_length, max_seq_len + 1))
             if self.unique_tokens:
-                length = min(length, len(vocab))
-                picks = rng.permutation(len(vocab))[:length]
+                length = min(length, len(tokens))
+                picks = rng.permutation(len(tokens))[:length]
             else:
-                picks = rng.integers(0, len(vocab), length)
-            rows.append([vocab[i] for i in picks])
+                picks = rng.integers(0, len(tokens), length)
+            rows.append([tokens[i] for i in picks])
         return rows
 
     def ids(self, model: CompiledModel) -> np.ndarray:

@@ -66,7 +66,7 @@ def _alias_key_value_cache() -> None:
     from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 
     old = types.ModuleType("transformer_lens.past_key_value_caching")
-    old.HookedTransformerKeyValueCache = TransformerLensKeyValueCache
+    old.HookedTransformerKeyValueCache = TransformerLensKeyValueCache  # type: ignore[attr-defined]  # a module built here
     sys.modules.setdefault(old.__name__, old)
     transformer_lens.HookedTransformerKeyValueCache = TransformerLensKeyValueCache
 

@@ -28,7 +28,7 @@ from compiler.io.files import model_tensors, tensor_name
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, layer_module
 from compiler.model.dense import fold_projection
-from compiler.model.encoders import EMPTY_THRESHOLD
+from compiler.model.encoders import EMPTY_THRESHOLD, OutputsEncoder
 from compiler.model.tying import untied
 from compiler.passes import nodes
 
@@ -337,4 +337,6 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
 def _is_numerical(model: CompiledModel, label: str) -> bool:
     """Whether output `label` of a several-program model is numerical."""
     encoder = model.output_encoder
+    if not isinstance(encoder, OutputsEncoder):
+        return encoder.numerical
     return encoder.encoders[encoder.labels.index(label)].numerical

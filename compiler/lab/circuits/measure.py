@@ -78,7 +78,7 @@ def setup(net: Network, ids: np.ndarray, ablation: str) -> PatchingSetup:
     return PatchingSetup(net, jnp.asarray(ids), ref, clean, scored, ablation, prepared)
 
 
-def decoded(net: Network, output: jax.Array) -> jax.Array:
+def decoded(net: Network, output: readout.Arrays) -> readout.Arrays:
     """Categorical: the argmax column, -1 where no logit reaches the network's empty threshold
     (none: the argmax alone). Numerical: the value itself."""
     return readout.decoded(output, net.numerical, net.empty_threshold)

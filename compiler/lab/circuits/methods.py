@@ -51,7 +51,7 @@ def edge_patching_scores(s: PatchingSetup, per_position: bool = False, sharpness
     if sharpness in SWEEP_SHARPNESS:
         return single_edge_sweep(s, per_position).divergence[:, SWEEP_SHARPNESS.index(sharpness)]
     units = len(s.net.edges) * (s.length if per_position else 1)
-    ablated = np.eye(units, dtype=bool)
+    ablated: np.ndarray = np.eye(units, dtype=bool)
     if per_position:
         ablated = ablated.reshape(units, len(s.net.edges), s.length)
     return run_sweep(s, edge_keeps(s.net, ablated, s.length), (sharpness,)).divergence[:, 0]

@@ -117,7 +117,7 @@ class Layout:
         24 and 48 inputs share programs (a padded input is PAD everywhere and never scored)."""
         return bucket(max(count, 48))
 
-    def pad_ids(self, ids: np.ndarray) -> np.ndarray:
+    def pad_ids(self, ids: np.ndarray | jax.Array) -> np.ndarray:
         """`[B, T]` -> `[B', T']`, padded with PAD."""
         ids = np.asarray(ids, np.int32)
         rows, length = ids.shape
@@ -146,7 +146,7 @@ class Layout:
         padded[:, self.port_slot[ports], self.source_slot[sources], :length] = values
         return padded
 
-    def pad_sources(self, values: np.ndarray) -> np.ndarray:
+    def pad_sources(self, values: np.ndarray | jax.Array) -> np.ndarray:
         """Per-source values `[S, B, T, d]` -> `[S', B, T', D']` (zeros elsewhere)."""
         values = np.asarray(values, np.float32)
         count, batch, length, width = values.shape
@@ -225,18 +225,20 @@ def layout(net: Network) -> Layout:
     for b, (a, m) in enumerate(blocks):
         base_source, base_port = 2 + b * (H + 1), b * (3 * H + 1)
         if a is not None:
-            layer = net.layers[a]
-            heads, d = len(layer.w_q), net.width
-            w_q[b, :heads, :d, : layer.w_q.shape[2]] = layer.w_q
-            w_k[b, :heads, :d, : layer.w_k.shape[2]] = layer.w_k
-            w_v[b, :heads, :d, : layer.w_v.shape[2]] = layer.w_v
-            w_o[b, :heads, : layer.w_o.shape[1], :d] = layer.w_o
+            heads_layer = net.layers[a]
+            assert isinstance(heads_layer, AttentionLayer)
+            heads, d = len(heads_layer.w_q), net.width
+            w_q[b, :heads, :d, : heads_layer.w_q.shape[2]] = heads_layer.w_q
+            w_k[b, :heads, :d, : heads_layer.w_k.shape[2]] = heads_layer.w_k
+            w_v[b, :heads, :d, : heads_layer.w_v.shape[2]] = heads_layer.w_v
+            w_o[b, :heads, : heads_layer.w_o.shape[1], :d] = heads_layer.w_o
             source_slot += [base_source + h for h in range(heads)]
             port_slot += [base_port + 3 * h + j for h in range(heads) for j in range(3)]
         if m is not None:
-            layer = net.layers[m]
-            _place_mlp(layer, w_in[b], w_out[b], net.width, M)
-            act[b] = activations.index(layer.activation)
+            mlp = net.layers[m]
+            assert isinstance(mlp, MLPLayer)
+            _place_mlp(mlp, w_in[b], w_out[b], net.width, M)
+            act[b] = activations.index(mlp.activation)
             source_slot.append(base_source + H)
             port_slot.append(base_port + 3 * H)
     port_slot.append(L * (3 * H + 1))
@@ -413,8 +415,8 @@ def _readout_args(p: Prepared) -> tuple:
 def _divergences(numerical: bool, threshold_on: bool, out: jax.Array, clean: jax.Array, scored: jax.Array,
                  valid: jax.Array, threshold: jax.Array, sharpness: jax.Array) -> jax.Array:
     """`[..., K]`: `readout.divergence` at each of `sharpness` `[K]`."""
-    threshold = threshold if threshold_on else None
-    return jnp.stack([readout.divergence(clean, out, scored, numerical, threshold, sharpness[k], valid)
+    cut = threshold if threshold_on else None
+    return jnp.stack([readout.divergence(clean, out, scored, numerical, cut, sharpness[k], valid)
                       for k in range(sharpness.shape[0])], axis=-1)
 
 
@@ -491,12 +493,12 @@ def forward_many(net: Network, keeps: np.ndarray, ids: jax.Array, reference: jax
 def _gradient(shape: Shape, numerical: bool, threshold_on: bool, weights: tuple, keep: jax.Array, ids: jax.Array,
               ref: jax.Array, pad_id: jax.Array, causal: jax.Array, clean: jax.Array, scored: jax.Array,
               valid: jax.Array, threshold: jax.Array) -> jax.Array:
-    threshold = threshold if threshold_on else None
-    answer = readout.answer(clean, threshold, valid)
+    cut = threshold if threshold_on else None
+    answer = readout.answer(clean, cut, valid)
 
     def metric(keep: jax.Array) -> jax.Array:
         out = _run(shape, weights, keep, ids, ref, pad_id, causal)[0]
-        return readout.answer_log_probability(out, answer, scored, numerical, threshold, valid)
+        return readout.answer_log_probability(out, answer, scored, numerical, cut, valid)
 
     return jax.grad(metric)(keep)
 

@@ -35,7 +35,11 @@ def _module(array):
     return np if isinstance(array, np.ndarray) else jnp
 
 
-def _masked(logits: jax.Array, valid: jax.Array | None) -> jax.Array:
+# numpy in, numpy out; JAX in (traced), JAX out.
+Arrays = jax.Array | np.ndarray
+
+
+def _masked(logits: Arrays, valid: jax.Array | None) -> Arrays:
     """`logits` with the columns outside `valid` (padded ones) at -inf."""
     return logits if valid is None else _module(logits).where(valid, logits, -np.inf)
 
@@ -57,8 +61,8 @@ def _with_empty_valid(valid: jax.Array | None, threshold) -> jax.Array | None:
     return jnp.concatenate([valid, jnp.ones((1,), bool)])
 
 
-def decoded(output: jax.Array, numerical: bool, threshold: float | jax.Array | None,
-            valid: jax.Array | None = None) -> jax.Array:
+def decoded(output: Arrays, numerical: bool, threshold: float | jax.Array | None,
+            valid: jax.Array | None = None) -> Arrays:
     """`[...]`: the decoded output of `output` `[..., n]` (see the module docstring); numpy
     in, numpy out."""
     if numerical:

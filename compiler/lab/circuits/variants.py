@@ -57,6 +57,7 @@ from compiler.lab.circuits.components import PORTS, AttentionLayer, MLPLayer, Ne
 from compiler.lab.circuits.measure import decoded
 from compiler.lab.circuits.patching import forward
 from compiler.model.compiled_model import CompiledModel
+from compiler.model.encoders import OutputsEncoder
 from rasp import rasp
 
 # Relative noise added to the analytic W before GD (c) trains it back to exactness.
@@ -214,13 +215,15 @@ def analytic_projection(model: CompiledModel, program: rasp.SOp, unique_tokens: 
     bound's margin is tightest; the note says which, and whether the bound also proves it."""
     from compression import task_of
     from compression.analytic import interference_bound, make_projection, min_width, residual_structure
+    from compression.analytic.packing import Method
     from compression.claims import claim_check, claim_exactness
     from compression.width_search import analytic_exact_width
 
     task = task_of(model, program, unique_tokens=unique_tokens)
     check, _, _ = claim_check(task)
     structure = residual_structure(model)
-    for method in ("packed", "random"):
+    methods: tuple[Method, ...] = ("packed", "random")
+    for method in methods:
         d = analytic_exact_width(check, structure, method)
         if d is None:
             continue
@@ -291,7 +294,7 @@ def reparametrise(net: Network, seed: int = 0) -> Network:
     rng = np.random.default_rng(seed)
     rot = _orthogonal(rng, net.width)
     f64 = lambda a: np.asarray(a, np.float64)
-    layers = []
+    layers: list[AttentionLayer | MLPLayer] = []
     for layer in net.layers:
         if isinstance(layer, AttentionLayer):
             w_q, w_k, w_v, w_o = [], [], [], []
@@ -341,7 +344,7 @@ def distribute_heads(net: Network, copies: int = COPIES, seed: int = 0, shares: 
         raise LabError(f"shares must be [{len(heads)}, {copies}], positive, each row summing to 1; got {shares.shape}")
     sources = [c for c in net.sources if c.kind == "embed"]
     ports: list[Port] = []
-    layers = []
+    layers: list[AttentionLayer | MLPLayer] = []
     by_name = {c.name: c for c in net.sources}
     old_ports = iter(net.ports)
     head = 0
@@ -359,10 +362,10 @@ def distribute_heads(net: Network, copies: int = COPIES, seed: int = 0, shares: 
             for j in range(copies):
                 index = h * copies + j
                 copy = f"{name} copy {j}"
-                for port in PORTS:
-                    ports.append(Port(copy, port, f"blocks.{original.block}.attn.hook_{port}", index,
-                                      f"A{original.block}.{index}.{port.upper()}",
-                                      f"blocks.{original.block}.attn.W_{port.upper()}"))
+                for part in PORTS:
+                    ports.append(Port(copy, part, f"blocks.{original.block}.attn.hook_{part}", index,
+                                      f"A{original.block}.{index}.{part.upper()}",
+                                      f"blocks.{original.block}.attn.W_{part.upper()}"))
                 sources.append(dataclasses.replace(original, name=copy, head=index, hook_head=index,
                                                    auto_circuit=f"A{original.block}.{index}"))
                 w_o.append(np.asarray(layer.w_o[h], np.float64) * shares[head, j])
@@ -402,11 +405,11 @@ def interfere(net: Network, ids: np.ndarray, level: float = INTERFERENCE, seed: 
     from compiler.lab.circuits.patching import forward, source_outputs
 
     rng = np.random.default_rng(seed)
-    ids = jnp.asarray(ids, jnp.int32)
-    outputs = np.asarray(source_outputs(net, ids), np.float64)  # [S, B, T, d]
-    scored = np.asarray((ids != net.pad_id).at[:, 0].set(False))
-    keep = jnp.ones((len(net.ports), len(net.sources), ids.shape[-1]), jnp.float32)
-    clean = np.asarray(forward(net, keep, ids, jnp.zeros(outputs.shape, jnp.float32)))
+    batch = jnp.asarray(ids, jnp.int32)
+    outputs = np.asarray(source_outputs(net, batch), np.float64)  # [S, B, T, d]
+    scored = np.asarray((batch != net.pad_id).at[:, 0].set(False))
+    keep = jnp.ones((len(net.ports), len(net.sources), batch.shape[-1]), jnp.float32)
+    clean = np.asarray(forward(net, keep, batch, jnp.zeros(outputs.shape, jnp.float32)))
     components = [i for i, c in enumerate(net.sources) if c.kind in ("head", "mlp")]
     budget = level * decision_margin(net, clean, scored) / max(len(components), 1)
     read = np.asarray(net.unembed, np.float64)[:, net.columns]  # [d, n]
@@ -416,7 +419,8 @@ def interfere(net: Network, ids: np.ndarray, level: float = INTERFERENCE, seed: 
         r = rng.normal(size=(net.width, read.shape[1]))
         largest = np.abs(outputs[source][scored] @ r).max()
         maps[source] = r * (budget / largest if largest > 0 else 0.0) @ inverse  # [d, d]
-    layers, source = [], 2
+    layers: list[AttentionLayer | MLPLayer] = []
+    source = 2
     for layer in net.layers:
         if isinstance(layer, AttentionLayer):
             w_o = []
@@ -548,6 +552,6 @@ def keeps_outputs(variant: Variant, program: rasp.SOp, tokens: list[list[Hashabl
 
 def _output_values(model: CompiledModel, label: str) -> tuple:
     encoder = model.output_encoder
-    if hasattr(encoder, "encoders"):
-        return encoder.encoders[encoder.labels.index(label)].values
-    return encoder.values
+    if isinstance(encoder, OutputsEncoder):
+        return encoder.encoders[encoder.labels.index(label)].values or ()
+    return encoder.values or ()

@@ -93,7 +93,7 @@ def written_columns(spec: SparseLinear, param: np.ndarray) -> set[int]:
         local = np.unique(spec.pattern[1][param != 0])
     else:
         local = np.nonzero(np.any(param != 0, axis=0))[0]
-    return set(local.tolist() if spec.out_idx is None else spec.out_array[local].tolist())
+    return set(local.tolist() if spec.out_idx is None else np.asarray(spec.out_idx)[local].tolist())
 
 
 def written_at(compiled: CompiledModel) -> np.ndarray:
@@ -155,9 +155,9 @@ def true_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray 
             features.append(i)
         else:
             dropped.append(labels[i])
-    features, dense = np.asarray(features, np.int64), np.asarray(dense, np.int64)
-    return TrueDictionary(site, tuple(labels[i] for i in features), features, w[features],
-                          tuple(labels[i] for i in dense), dense, w[dense], tuple(dropped))
+    kept, spread = np.asarray(features, np.int64), np.asarray(dense, np.int64)
+    return TrueDictionary(site, tuple(labels[i] for i in kept), kept, w[kept],
+                          tuple(labels[i] for i in spread), spread, w[spread], tuple(dropped))
 
 
 def hidden_labels(compiled: CompiledModel, index: int) -> tuple[str, ...]:

@@ -78,7 +78,8 @@ def rasp_references(compiled: CompiledModel, programs: Sequence[Any], ids: np.nd
                     nones[p][r, position] = index[p] is not None  # a number has no None to decode
                     continue
                 # a value without a logit (index -1) is never decoded right
-                targets[p][r, position] = value if index[p] is None else index[p].get(value, -1)
+                lookup = index[p]
+                targets[p][r, position] = value if lookup is None else lookup.get(value, -1)
                 masks[p][r, position] = True
     return References(ids, labels, tuple(targets), tuple(masks), tuple(e.numerical for e in encoders), tuple(nones))
 

@@ -132,7 +132,7 @@ def data_profile(batches: Iterable[dict[str, np.ndarray]], num_features: int
         dense = np.asarray(batch["dense_codes"], np.float64)
         low = dense.min(axis=0) if low is None else np.minimum(low, dense.min(axis=0))
         high = dense.max(axis=0) if high is None else np.maximum(high, dense.max(axis=0))
-    if low is None:
+    if low is None or high is None:
         raise LabError("data_profile: no batches")
     return seen, (low, high)
 

@@ -157,7 +157,7 @@ def _recording_trainer(base: type, history: list[LossPoint] | None, every: int, 
     if history is None:
         return base
 
-    class Recording(base):  # type: ignore[misc, valid-type]
+    class Recording(base):
         def step(self, batch):
             lr = float(self.optimizer.param_groups[0]["lr"])
             output = super().step(batch)

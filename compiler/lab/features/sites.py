@@ -38,7 +38,7 @@ from scipy import sparse
 
 from compiler import CompiledModel
 from compiler.errors import LabError
-from compiler.model.config import MODULE_NAME, AttentionSpec, LayerSpec, SparseLinear, layer_module
+from compiler.model.config import MODULE_NAME, AttentionSpec, LayerSpec, MLPSpec, SparseLinear, layer_module
 from compiler.model.projected import blocks_of
 from compiler.model.transformer import CompiledTransformer
 from compiler.model.tying import untied
@@ -74,9 +74,9 @@ def check_site(compiled: CompiledModel, site: Site) -> Site:
         if not 0 <= site.index <= len(layers):
             raise LabError(f"{site}: residual snapshots of this model are 0..{len(layers)}")
     elif site.kind == "mlp":
-        mlps = [i for i, layer in enumerate(layers) if not isinstance(layer, AttentionSpec)]
-        if site.index not in mlps or layers[site.index].w_in.shape[1] == 0:
-            nonempty = [i for i in mlps if layers[i].w_in.shape[1]]
+        mlps = {i: layer for i, layer in enumerate(layers) if isinstance(layer, MLPSpec)}
+        if site.index not in mlps or mlps[site.index].w_in.shape[1] == 0:
+            nonempty = [i for i, layer in mlps.items() if layer.w_in.shape[1]]
             raise LabError(f"{site}: sub-layer {site.index} is not a non-empty MLP; MLP sub-layers: {nonempty}")
     else:
         raise LabError(f"unknown site kind {site.kind!r}; use 'resid' or 'mlp'")
@@ -106,6 +106,7 @@ def sparse_matrix(spec: SparseLinear, param: np.ndarray, in_width: int, out_widt
         param = np.asarray(param)
         r, c = np.nonzero(param)
         data = param[r, c]
+    assert rows is not None and cols is not None  # in_array / out_array where the indices are set
     return sparse.csr_array((data, (rows[r], cols[c])), shape=(in_width, out_width))
 
 
@@ -201,9 +202,8 @@ class SiteRunner:
         apply, embedded = self._apply, self._embedded
 
         def at(params, ids, w, tables, kind: str, index: int):
-            if kind == "resid":
-                names = (f"resid.{index}",)
-            else:
+            names: tuple[str, ...] = (f"resid.{index}",)
+            if kind != "resid":
                 names = (f"{layer_module(index)}.delta", f"{layer_module(index)}.hidden")
             stop = index if kind == "resid" else index + 1
             cache = apply(params, ids, w, embedded(ids, tables), 0, stop, names).cache

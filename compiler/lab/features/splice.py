@@ -144,11 +144,11 @@ def causal_use(compiled: CompiledModel, dictionary: TrueDictionary, coder: Spars
     partner[cols[good]] = rows[good]
     rng = np.random.default_rng(seed)
     jobs = []  # (feature, input row, position)
-    for f in range(len(truth.labels)):
-        where = np.argwhere(codes[..., f] != 0)
+    for feature in range(len(truth.labels)):
+        where = np.argwhere(codes[..., feature] != 0)
         if len(where):
-            for b, t in where[rng.permutation(len(where))[:examples]]:
-                jobs.append((f, int(b), int(t)))
+            for row, position in where[rng.permutation(len(where))[:examples]]:
+                jobs.append((feature, int(row), int(position)))
     features = len({f for f, _, _ in jobs})
     true_base = _spliced(runner, site, ids, acts)
     sae_base = _spliced(runner, site, ids, stream)

@@ -99,7 +99,8 @@ class ZooConfig:
         unknown = sorted(set(data) - names)
         if unknown:
             raise LabError(f"unknown zoo setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**values)
 
 
 def _plain(value: Any) -> Any:

@@ -70,7 +70,7 @@ def _limits(timeout_s: float, memory_mb: int | None) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
     used = _virtual_memory() if memory_mb is not None else None
     previous_limit = resource.getrlimit(resource.RLIMIT_AS)
-    if used is not None:
+    if used is not None and memory_mb is not None:
         limit = used + memory_mb * 2**20
         hard = previous_limit[1]
         resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
@@ -99,8 +99,10 @@ def program_task(config: ZooConfig, index: int) -> Rows:
 
 
 def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
-    extra = {"max_tasks_per_child": WORKER_TASKS} if sys.version_info >= (3, 11) else {}
-    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), **extra)
+    context = multiprocessing.get_context("spawn")
+    if sys.version_info >= (3, 11):
+        return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=WORKER_TASKS)
+    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context)
 
 
 def _kill(pool: concurrent.futures.ProcessPoolExecutor) -> None:

@@ -43,6 +43,7 @@ from compiler.lab.zoo.sampling import ProgramDraw, SamplingError, draw, rebuild
 from compiler.lab.zoo.variants import VariantModel, compile_variants, variant_seed
 from compiler.lab.zoo.verify import check_circuit
 from compiler.model.agree import same_outputs
+from compiler.model.encoders import OutputEncoder
 from rasp import rasp
 
 
@@ -108,7 +109,7 @@ SCHEMA = pa.schema([
 ])
 
 
-def empty_row(index: int, variant: str, status: str, error: str, found: ProgramDraw | None = None,
+def empty_row(index: int, variant: str, status: str, error: str | None, found: ProgramDraw | None = None,
               causal: bool = False) -> dict[str, Any]:
     """A row without a model: every column None but what is known about the program."""
     row: dict[str, Any] = {name: None for name in SCHEMA.names}
@@ -154,8 +155,9 @@ def run_weights(built: VariantModel, data: bytes, inputs: list[list]) -> list[li
     """Decoded outputs of the stored bytes on `inputs` (BOS position dropped)."""
     tensors, metadata = zoo_weights.from_bytes(data)
     out = zoo_weights.forward(tensors, metadata, input_ids(built, inputs))
-    decode = built.model.output_encoder.decode
-    return [decode(out[row])[1 : len(xs) + 1] for row, xs in enumerate(inputs)]
+    encoder = built.model.output_encoder
+    assert isinstance(encoder, OutputEncoder)  # a zoo model compiles one program
+    return [encoder.decode(out[row])[1 : len(xs) + 1] for row, xs in enumerate(inputs)]
 
 
 def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inputs: list[list],
@@ -176,7 +178,9 @@ def _model_row(row: dict[str, Any], built: VariantModel, program: rasp.SOp, inpu
         return row
     encoder = model.input_encoder
     id_order = sorted(encoder.token_to_id.items(), key=lambda item: item[1])
-    values = model.output_encoder.values
+    output = model.output_encoder
+    assert isinstance(output, OutputEncoder)  # a zoo model compiles one program
+    values = output.values
     edges = circuit(model)
     check = None
     if measure_circuits or built.variant in CHECKED:

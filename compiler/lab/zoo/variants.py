@@ -164,7 +164,7 @@ def compile_variants(
         except Exception as error:
             out[variant] = error
         else:
-            loop = loops[variant != "unoptimised"]
-            if loop is not None:
-                out[variant] = dataclasses.replace(out[variant], loop=loop)
+            loop, built = loops[variant != "unoptimised"], out[variant]
+            if loop is not None and isinstance(built, VariantModel):
+                out[variant] = dataclasses.replace(built, loop=loop)
     return out

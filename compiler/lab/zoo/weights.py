@@ -59,12 +59,15 @@ def network_tensors(net: Network) -> dict[str, np.ndarray]:
     for layer in net.layers:
         if isinstance(layer, AttentionLayer):
             heads = [next(writers) for _ in range(len(layer.w_q))]
+            assert heads[0].block is not None  # a head's block
             index = 2 * heads[0].block
             for h, source in enumerate(heads):
                 for part, stack in zip("qkvo", (layer.w_q, layer.w_k, layer.w_v, layer.w_o)):
                     tensors[f"{prefix}/layer_{index}/head_{source.head}_{part}"] = stack[h]
         else:
-            index = 2 * next(writers).block + 1
+            block = next(writers).block
+            assert block is not None  # an MLP's block
+            index = 2 * block + 1
             tensors[f"{prefix}/layer_{index}/w_in"] = layer.w_in
             tensors[f"{prefix}/layer_{index}/w_out"] = layer.w_out
     return {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in tensors.items()}
