@@ -10,7 +10,6 @@ import numpy as np
 from compiler.cli.head_notes import head_notes
 from compiler.model.compiled_model import ApplyResult, CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec, ModelConfig
-from compiler.model.encoders import OutputsEncoder
 from compiler.model.weights import parameter_counts
 from compiler.passes.optimize import applied
 
@@ -20,12 +19,11 @@ CHANGE_TOLERANCE = 1e-6
 
 def _output_kind(model: CompiledModel) -> str:
     """"numerical" or "categorical"; for several programs, each output's label and kind."""
-    encoder = model.output_encoder
-    if isinstance(encoder, OutputsEncoder):
-        kinds = (f"{label} ({'numerical' if part.numerical else 'categorical'})"
-                 for label, part in zip(encoder.labels, encoder.encoders))
-        return f"{len(encoder.labels)} programs: " + ", ".join(kinds)
-    return "numerical" if encoder.numerical else "categorical"
+    parts = model.output_parts
+    if len(parts) == 1:
+        return "numerical" if parts[0].numerical else "categorical"
+    kinds = (f"{part.label} ({'numerical' if part.numerical else 'categorical'})" for part in parts)
+    return f"{len(parts)} programs: " + ", ".join(kinds)
 
 
 def changed_entries(before: np.ndarray, after: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
+from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder, output_parts
 
 # The smallest normal float32. XLA on CPU flushes results below it to zero; torch keeps them
 # (3.8e-44 where the compiled model gives 0.0), so `ExportInfo.outputs` flushes them too.
@@ -118,18 +118,15 @@ class ExportInfo:
         Several programs compiled together: their columns one after the other, a numerical
         program's column holding `None` (`output_columns` says which columns are whose).
         """
-        encoder = self.output_encoder
-        if isinstance(encoder, OutputsEncoder):
-            return tuple(value for part in encoder.encoders for value in (part.values or (None,)))
-        return encoder.values
+        parts = output_parts(self.output_encoder)
+        if len(parts) == 1:
+            return parts[0].encoder.values
+        return tuple(value for part in parts for value in (part.encoder.values or (None,)))
 
     @property
     def output_columns(self) -> dict[str, slice]:
         """Each output s-op's logit columns, by label (one entry unless several programs)."""
-        encoder = self.output_encoder
-        if isinstance(encoder, OutputsEncoder):
-            return encoder.columns
-        return {self.program_label or "output": slice(0, encoder.width)}
+        return {part.label: part.columns for part in output_parts(self.output_encoder, self.program_label or "output")}
 
     def outputs(self, logits: Any) -> np.ndarray:
         """TransformerLens logits `[..., T, d_vocab_out]` (numpy or torch) as the compiled model's

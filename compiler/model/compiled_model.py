@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler.model.config import AttentionSpec, ModelConfig
 from compiler.model.dense import LabelledMatrix, dense_model, labelled_weights
-from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
+from compiler.model.encoders import InputEncoder, OutputEncoder, OutputPart, OutputsEncoder, output_parts
 from compiler.model.transformer import ModelOutput, build
 from compiler.model.weights import module_params
 from compiler.passes import nodes
@@ -81,10 +81,13 @@ class CompiledModel:
         One program: all columns (a numerical output is `[batch, T]`, without a column axis).
         Several (`compile_rasp([...])`): consecutive blocks in program order.
         """
-        if isinstance(self.output_encoder, OutputsEncoder):
-            return self.output_encoder.columns
+        return {part.label: part.columns for part in self.output_parts}
+
+    @property
+    def output_parts(self) -> tuple[OutputPart, ...]:
+        """Each output program's label, columns and encoder (`compiler.model.encoders.output_parts`)."""
         label = self.graph.graph[nodes.SINK] if self.graph is not None else "output"
-        return {label: slice(0, self.output_encoder.width)}
+        return output_parts(self.output_encoder, label)
 
     @property
     def stage_names(self) -> tuple[str, ...]:

@@ -192,3 +192,27 @@ class OutputsEncoder:
             part = output[:, columns]
             decoded[label] = encoder.decode(part[:, 0] if encoder.numerical else part)
         return decoded
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputPart:
+    """One program's output in a model: its label, its columns of `ModelOutput.output` and its
+    encoder."""
+
+    label: str
+    columns: slice
+    encoder: OutputEncoder
+
+    @property
+    def numerical(self) -> bool:
+        return self.encoder.numerical
+
+
+def output_parts(encoder: OutputEncoder | OutputsEncoder, label: str = "output") -> tuple[OutputPart, ...]:
+    """Every program's output part, in column order: one for a single program (named `label`),
+    one per program compiled together. Code that reads outputs iterates over these instead of
+    telling one output from several."""
+    if isinstance(encoder, OutputsEncoder):
+        return tuple(OutputPart(name, columns, part)
+                     for (name, columns), part in zip(encoder.columns.items(), encoder.encoders))
+    return (OutputPart(label, slice(0, encoder.width), encoder),)

@@ -28,7 +28,7 @@ from compiler.io.files import model_tensors, tensor_name
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, layer_module
 from compiler.model.dense import fold_projection
-from compiler.model.encoders import EMPTY_THRESHOLD, OutputsEncoder
+from compiler.model.encoders import EMPTY_THRESHOLD
 from compiler.model.tying import untied
 from compiler.passes import nodes
 
@@ -317,7 +317,7 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
             layers.append(MLPLayer(weight(module, "w_in"), weight(module, "w_out"), spec.activation))
     last_block = max(len(config.layers) - 1, 0) // 2
     ports.append(Port("unembed", MLP_PORT, f"blocks.{last_block}.hook_resid_post", None, "Resid End"))
-    numerical = bool(model.output_encoder.numerical) if len(outputs) == 1 else outputs[label].stop - outputs[label].start == 1 and _is_numerical(model, label)
+    numerical = next(part.numerical for part in model.output_parts if part.label == label)
     return Network(
         sources=tuple(sources),
         ports=tuple(ports),
@@ -332,11 +332,3 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
         pad_id=model.input_encoder.pad_id,
         causal=config.causal,
     )
-
-
-def _is_numerical(model: CompiledModel, label: str) -> bool:
-    """Whether output `label` of a several-program model is numerical."""
-    encoder = model.output_encoder
-    if not isinstance(encoder, OutputsEncoder):
-        return encoder.numerical
-    return encoder.encoders[encoder.labels.index(label)].numerical

@@ -57,7 +57,6 @@ from compiler.lab.circuits.components import PORTS, AttentionLayer, MLPLayer, Ne
 from compiler.lab.circuits.measure import decoded
 from compiler.lab.circuits.patching import forward
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.encoders import OutputsEncoder
 from rasp import rasp
 
 # Relative noise added to the analytic W before GD (c) trains it back to exactness.
@@ -551,7 +550,4 @@ def keeps_outputs(variant: Variant, program: rasp.SOp, tokens: list[list[Hashabl
 
 
 def _output_values(model: CompiledModel, label: str) -> tuple:
-    encoder = model.output_encoder
-    if isinstance(encoder, OutputsEncoder):
-        return encoder.encoders[encoder.labels.index(label)].values or ()
-    return encoder.values or ()
+    return next(part.encoder.values or () for part in model.output_parts if part.label == label)

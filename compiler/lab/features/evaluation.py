@@ -20,7 +20,7 @@ from tqdm import tqdm
 import rasp
 from compiler import CompiledModel
 from compiler.errors import LabError
-from compiler.model.encoders import EMPTY_THRESHOLD, OutputsEncoder
+from compiler.model.encoders import EMPTY_THRESHOLD
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -36,8 +36,7 @@ class References:
 
 
 def _encoders(compiled: CompiledModel) -> tuple:
-    encoder = compiled.output_encoder
-    return encoder.encoders if isinstance(encoder, OutputsEncoder) else (encoder,)
+    return tuple(part.encoder for part in compiled.output_parts)
 
 
 def rasp_references(compiled: CompiledModel, programs: Sequence[Any], ids: np.ndarray,
