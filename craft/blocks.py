@@ -268,7 +268,7 @@ class SeriesWithResiduals:
         return stream
 
 
-def combine_in_parallel(blocks: Sequence[Block]) -> Block:
+def combine_in_parallel(blocks: Sequence[Block]) -> MLP | MultiAttentionHead:
     """Merge blocks of one layer: MLPs into one MLP, heads into one MultiAttentionHead."""
     mlps = [b for b in blocks if isinstance(b, MLP)]
     if blocks and len(mlps) == len(blocks):
