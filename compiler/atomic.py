@@ -107,7 +107,8 @@ def remove_stale_partials(folder: pathlib.Path) -> list[pathlib.Path]:
     no longer exists, are removed; files of running writers (and of other hosts sharing the
     folder) are left alone.
     """
-    host, removed = _host(), []
+    host = _host()
+    removed: list[pathlib.Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:

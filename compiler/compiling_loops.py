@@ -93,7 +93,8 @@ def compile_loop(
     merged, merges = optimize_program(plain.program, passes)
     rewritten = expand_sums(discretise_numerical_inputs(join_selectors(merged)), max_seq_len)
     traced = g.trace(rewritten)
-    program = LoopProgram(plain.program, *traced.graph[nodes.SINKS], loop.steps)  # labels after relabelling
+    state, next_state = traced.graph[nodes.SINKS]  # the labels after relabelling
+    program = LoopProgram(plain.program, state, next_state, loop.steps)
     values = loop_values(traced, program, tokens, max_seq_len)
     record(traced, merges)
     graph = fuse_elementwise(traced)

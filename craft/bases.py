@@ -125,7 +125,11 @@ class VectorSpaceWithBasis:
         index = {direction: i for i, direction in enumerate(basis)}
         if len(index) != len(basis):
             seen: set[BasisDirection] = set()
-            dups = [str(d) for d in basis if d in seen or seen.add(d)]
+            dups = []  # every occurrence after a direction's first
+            for d in basis:
+                if d in seen:
+                    dups.append(str(d))
+                seen.add(d)
             raise ValueError(f"basis has repeated directions: {dups[:5]}")
         object.__setattr__(self, "basis", basis)
         object.__setattr__(self, "_index", index)

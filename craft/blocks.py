@@ -268,10 +268,12 @@ class SeriesWithResiduals:
         return stream
 
 
-def combine_in_parallel(blocks: Sequence[Block]) -> Block:
+def combine_in_parallel(blocks: Sequence[Block]) -> MLP | MultiAttentionHead:
     """Merge blocks of one layer: MLPs into one MLP, heads into one MultiAttentionHead."""
-    if blocks and all(isinstance(b, MLP) for b in blocks):
-        return MLP.combine_in_parallel(list(blocks))
-    if blocks and all(isinstance(b, (AttentionHead, MultiAttentionHead)) for b in blocks):
-        return MultiAttentionHead(tuple(blocks))
+    mlps = [b for b in blocks if isinstance(b, MLP)]
+    if blocks and len(mlps) == len(blocks):
+        return MLP.combine_in_parallel(mlps)
+    heads = [b for b in blocks if isinstance(b, (AttentionHead, MultiAttentionHead))]
+    if blocks and len(heads) == len(blocks):
+        return MultiAttentionHead(tuple(h for block in heads for h in heads_of(block)))
     raise ValueError("combine_in_parallel takes only MLPs or only attention heads")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import TypeGuard
 
 import numpy as np
 from scipy import sparse
@@ -27,7 +28,7 @@ from craft.bases import BasisDirection, VectorInBasis, VectorSpaceWithBasis, joi
 SPARSE_ABOVE = 1_000_000
 
 
-def is_sparse(matrix: object) -> bool:
+def is_sparse(matrix: object) -> TypeGuard[sparse.sparray]:
     """Whether `matrix` is a scipy.sparse matrix (else a numpy array)."""
     return sparse.issparse(matrix)
 
@@ -45,7 +46,7 @@ def _as_matrix(matrix: object) -> np.ndarray | sparse.csr_array:
 
 def to_dense(matrix: np.ndarray | sparse.sparray) -> np.ndarray:
     """A numpy copy (or the array itself) of a dense or sparse matrix."""
-    return matrix.toarray() if sparse.issparse(matrix) else np.asarray(matrix)
+    return matrix.toarray() if is_sparse(matrix) else np.asarray(matrix)
 
 
 def _positions(from_space: VectorSpaceWithBasis, to_space: VectorSpaceWithBasis) -> np.ndarray:
@@ -137,16 +138,15 @@ class LinearMap:
         """
         rows = np.zeros((input_space.num_dims, output_space.num_dims))
         images = [action(d) for d in input_space.basis]
-        present = [i for i, v in enumerate(images) if v is not None]
+        present = {i: v for i, v in enumerate(images) if v is not None}
         if present:
             by_space: dict[tuple[BasisDirection, ...], list[int]] = {}
-            for i in present:
-                vec = images[i]
+            for i, vec in present.items():
                 if vec.magnitudes.ndim != 1:
                     raise ValueError("from_action: action must return an unbatched vector")
                 by_space.setdefault(vec.basis_directions, []).append(i)
             for basis, idx in by_space.items():
-                mags = np.stack([images[i].magnitudes for i in idx])
+                mags = np.stack([present[i].magnitudes for i in idx])
                 src = VectorInBasis(basis, mags)
                 rows[idx] = src.project(output_space).magnitudes
                 unknown = set(basis) - set(output_space.basis)
@@ -302,7 +302,7 @@ class BilinearMap:
         left = join_vector_spaces(self.left_space, other.left_space)
         right = join_vector_spaces(self.right_space, other.right_space)
         shape = (left.num_dims, right.num_dims)
-        terms = (self, other)
+        terms: tuple[BilinearMap, ...] = (self, other)
         if any(sparse.issparse(term.matrix) for term in terms):  # a small dense term (a BOS
             # bias) must not be padded to a dense matrix of the large sparse one's size
             terms = tuple(BilinearMap(t.left_space, t.right_space, sparse.csr_array(t.matrix)) for t in terms)

@@ -7,6 +7,9 @@ The classic programs are in :mod:`rasp.lib` (``from rasp import lib``).
 
 from rasp import lib, rasp
 from rasp.rasp import *  # the public API, listed in rasp.rasp.__all__
-from rasp.rasp import __all__ as _public_names
 
-__all__ = [*_public_names, "lib", "rasp"]
+# Imported under its own name so that type checkers (mypy) see rasp.rasp's names as exports of
+# this package too; the list below is a new one (rasp.rasp.__all__ is unchanged).
+from rasp.rasp import __all__
+
+__all__ = [*__all__, "lib", "rasp"]

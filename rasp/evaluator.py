@@ -125,7 +125,7 @@ def _constant_sop(ev: _Evaluation, expr: rasp.ConstantSOp) -> SOpValue:
 
 def _map(ev: _Evaluation, expr: rasp.Map) -> SOpValue:
     f = expr.f
-    out = []
+    out: SOpValue = []
     for x in ev.arg(expr.inner):
         if x is None:
             out.append(None)
@@ -144,7 +144,7 @@ def _sequence_map(ev: _Evaluation, expr: rasp.SequenceMap) -> SOpValue:
     fst, snd = ev.arg(expr.fst), ev.arg(expr.snd)
     _check_same_length(expr, len(fst), len(snd))
     f = expr.f
-    out = []
+    out: SOpValue = []
     for x, y in zip(fst, snd):
         if x is None or y is None:
             out.append(None)

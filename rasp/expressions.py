@@ -76,8 +76,7 @@ __all__ = [
 # the evaluator, which imports this module.
 REFERENCE_EVALUATOR: Callable[[Any, Sequence[Any], bool], Any] | None = None
 
-ExprT = TypeVar("ExprT", bound="RASPExpr")
-RASPExprT = ExprT  # Tracr's name for the same type variable
+RASPExprT = TypeVar("RASPExprT", bound="RASPExpr")  # Tracr's name for this type variable
 SOpT = TypeVar("SOpT", bound="SOp")
 
 # Value types, as Tracr names them (for annotations in user programs).
@@ -157,6 +156,10 @@ class RASPExpr(abc.ABC):
 
     default_label_stem: ClassVar[str] = "expr"
 
+    # Set once in __init__ (and on copies by `annotate`) through `_set`.
+    _unique_id: int
+    _annotations: _Annotations
+
     def __init__(self) -> None:
         self._set("_unique_id", next_unique_id())
         label = f"{self.default_label_stem}_{next_label_number()}"
@@ -203,11 +206,11 @@ class RASPExpr(abc.ABC):
     def children(self) -> tuple[RASPExpr, ...]:
         """The direct sub-expressions this expression reads."""
 
-    def named(self: ExprT, name: str) -> ExprT:
+    def named(self: RASPExprT, name: str) -> RASPExprT:
         """Return a copy labelled ``name``."""
         return annotate(self, name=name)
 
-    def annotated(self: ExprT, **annotations: Any) -> ExprT:
+    def annotated(self: RASPExprT, **annotations: Any) -> RASPExprT:
         """Return a copy with ``annotations`` added to (or replacing) the existing ones."""
         return annotate(self, **annotations)
 
@@ -221,7 +224,7 @@ class RASPExpr(abc.ABC):
         return f"{type(self).__name__}({self.label!r})"
 
 
-def annotate(expr: ExprT, **annotations: Any) -> ExprT:
+def annotate(expr: RASPExprT, **annotations: Any) -> RASPExprT:
     """Return a copy of ``expr`` whose annotations are updated with ``annotations``.
 
     ``name`` must be a string; ``encoding`` (s-ops only) may be an :class:`Encoding` or its
@@ -391,6 +394,10 @@ class Map(SOp):
 
     default_label_stem = "map"
 
+    f: Callable[[Any], Any]
+    inner: SOp
+    simplify: bool
+
     def __init__(self, f: Callable[[Any], Any], inner: SOp, simplify: bool = True) -> None:
         _require_callable("Map", "f", f)
         _require_sop("Map", "inner", inner)
@@ -412,6 +419,10 @@ class SequenceMap(SOp):
 
     default_label_stem = "sequence_map"
 
+    f: Callable[[Any, Any], Any]
+    fst: SOp
+    snd: SOp
+
     def __init__(self, f: Callable[[Any, Any], Any], fst: SOp, snd: SOp) -> None:
         _require_callable(type(self).__name__, "f", f)
         _require_sop(type(self).__name__, "fst", fst)
@@ -431,6 +442,9 @@ class LinearSequenceMap(SequenceMap):
 
     default_label_stem = "linear_sequence_map"
 
+    fst_fac: float
+    snd_fac: float
+
     def __init__(self, fst: SOp, snd: SOp, fst_fac: float, snd_fac: float) -> None:
         super().__init__(functions.LinearCombination(fst_fac, snd_fac), fst, snd)
         self._set("fst_fac", fst_fac)
@@ -441,6 +455,8 @@ class Full(SOp):
     """The constant sequence ``[fill] * len(xs)``."""
 
     default_label_stem = "full"
+
+    fill: Any
 
     def __init__(self, fill: Any) -> None:
         super().__init__()
@@ -455,6 +471,9 @@ class ConstantSOp(SOp):
     """A fixed sequence ``value``; with ``check_length`` the input must have the same length."""
 
     default_label_stem = "constant_sop"
+
+    value: list[Any]
+    check_length: bool
 
     def __init__(self, value: Sequence[Any], check_length: bool = True) -> None:
         super().__init__()
@@ -474,6 +493,10 @@ class Aggregate(SOp):
     """
 
     default_label_stem = "aggregate"
+
+    selector: Selector
+    sop: SOp
+    default: Any
 
     def __init__(self, selector: Selector, sop: SOp, default: Any = None) -> None:
         _require_selector("Aggregate", "selector", selector)
@@ -501,6 +524,10 @@ class SumAggregate(SOp):
 
     default_label_stem = "sum_aggregate"
 
+    selector: Selector
+    sop: SOp
+    default: Any
+
     def __init__(self, selector: Selector, sop: SOp, default: Any = 0) -> None:
         _require_selector("SumAggregate", "selector", selector)
         _require_sop("SumAggregate", "sop", sop)
@@ -522,6 +549,8 @@ class SelectorWidth(SOp):
 
     default_label_stem = "selector_width"
 
+    selector: Selector
+
     def __init__(self, selector: Selector) -> None:
         _require_selector("SelectorWidth", "selector", selector)
         super().__init__()
@@ -541,6 +570,8 @@ class LoopState(SOp):
     """
 
     default_label_stem = "loop_state"
+
+    _encoding: Encoding
 
     def __init__(self, encoding: Encoding) -> None:
         self._set("_encoding", Encoding(encoding))
@@ -595,6 +626,13 @@ class Loop(SOp):
     """
 
     default_label_stem = "loop"
+
+    body: Callable[[SOp], SOp]
+    init: SOp
+    steps: int
+    state: LoopState
+    next_state: SOp
+    state_dependent: frozenset[int]  # ids of the body's expressions that read the state
 
     def __init__(self, body: Callable[[SOp], SOp], init: SOp, steps: int) -> None:
         _require_callable("Loop", "body", body)
@@ -664,14 +702,14 @@ class Selector(RASPExpr):
     def __and__(self, other: Any) -> Selector:
         if not isinstance(other, Selector):
             return NotImplemented
-        if _fusable(self, other):
+        if isinstance(self, Select) and isinstance(other, Select) and _fusable(self, other):
             return Select(self.keys, self.queries, PredicateAnd(self.predicate, other.predicate))
         return SelectorAnd(self, other)
 
     def __or__(self, other: Any) -> Selector:
         if not isinstance(other, Selector):
             return NotImplemented
-        if _fusable(self, other):
+        if isinstance(self, Select) and isinstance(other, Select) and _fusable(self, other):
             return Select(self.keys, self.queries, PredicateOr(self.predicate, other.predicate))
         return SelectorOr(self, other)
 
@@ -679,14 +717,9 @@ class Selector(RASPExpr):
         return SelectorNot(self)
 
 
-def _fusable(fst: Selector, snd: Selector) -> bool:
-    """Whether two selectors are Selects over identical key and query s-ops."""
-    return (
-        isinstance(fst, Select)
-        and isinstance(snd, Select)
-        and fst.keys is snd.keys
-        and fst.queries is snd.queries
-    )
+def _fusable(fst: Select, snd: Select) -> bool:
+    """Whether two Selects are over identical key and query s-ops."""
+    return fst.keys is snd.keys and fst.queries is snd.queries
 
 
 class Select(Selector):
@@ -697,6 +730,10 @@ class Select(Selector):
     """
 
     default_label_stem = "select"
+
+    keys: SOp
+    queries: SOp
+    predicate: Predicate
 
     def __init__(self, keys: SOp, queries: SOp, predicate: Predicate) -> None:
         _require_sop("Select", "keys", keys)
@@ -717,6 +754,9 @@ class ConstantSelector(Selector):
 
     default_label_stem = "constant_selector"
 
+    value: list[list[bool]]
+    check_length: bool
+
     def __init__(self, value: Sequence[Sequence[bool]], check_length: bool = True) -> None:
         super().__init__()
         self._set("value", [list(row) for row in value])
@@ -729,6 +769,9 @@ class ConstantSelector(Selector):
 
 class _BinarySelector(Selector):
     """Shared shape of ``SelectorAnd`` and ``SelectorOr``: two selector operands."""
+
+    fst: Selector
+    snd: Selector
 
     def __init__(self, fst: Selector, snd: Selector) -> None:
         _require_selector(type(self).__name__, "fst", fst)
@@ -758,6 +801,8 @@ class SelectorNot(Selector):
     """Selected exactly where ``inner`` does not select (then causally masked if causal)."""
 
     default_label_stem = "selector_not"
+
+    inner: Selector
 
     def __init__(self, inner: Selector) -> None:
         _require_selector("SelectorNot", "inner", inner)

@@ -311,7 +311,7 @@ def make_nary_sequencemap(f: Callable[..., Any], *sops: rasp.SOp) -> rasp.SOp:
     """
     if not sops:
         raise ValueError("make_nary_sequencemap needs at least one s-op")
-    packed = _tag(rasp.Map(lambda x: (x,), sops[0]), "args_1")
+    packed: rasp.SOp = _tag(rasp.Map(lambda x: (x,), sops[0]), "args_1")
     for position, sop in enumerate(sops[1:], start=2):
         packed = _tag(rasp.SequenceMap(lambda xs, y: (*xs, y), packed, sop), f"args_{position}")
     return rasp.Map(lambda args: f(*args), packed).named("nary_sequence_map")

@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from compiler.cli import circuit, compile_command, zoo_command
 from compiler.cli.args import ProgramError, UsageError
@@ -33,7 +34,7 @@ DEBUG = "--debug"
 class _Parser(argparse.ArgumentParser):
     """Reports argument errors as `UsageError` (one line) instead of printing usage and exiting."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -54,7 +55,7 @@ def _add_fuzz_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: each sub-command's parser sets `run` to the function that runs it."""
-    debug = argparse.ArgumentParser(add_help=False)
+    debug = _Parser(add_help=False)
     debug.add_argument(DEBUG, action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     parser = _Parser(
         prog=PROG, parents=[debug],

@@ -215,6 +215,7 @@ def _outputs(
     if args.plot:
         from compiler.cli.plots import plot_all
 
+        assert tokens is not None  # --plot without an input raised above
         written = plot_all(model, tokens, args.plot, dpi=args.dpi)
         report["plots"] = [str(p) for p in written]
         text.append("wrote " + ", ".join(str(p) for p in written))

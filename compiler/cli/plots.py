@@ -138,6 +138,7 @@ def plot_residuals(
         names = ", ".join(result.residuals[i].name for i in sorted(empty))
         title += f"\nnot shown, empty: {names}"
     figure.suptitle(title, fontsize=10)
+    assert image is not None  # the embedding's panel is always shown
     figure.colorbar(image, ax=list(axes), shrink=min(1.0, 3.0 / max(height - 1.5, 1.0)), pad=0.02, aspect=25,
                     label="value")
     return _save(figure, path, dpi)
@@ -177,14 +178,15 @@ def plot_attention(
     # `result.attention` has one entry per attention sub-layer run, with or without heads (a
     # tied block's once per iteration); each head's title is its stage name, which says the
     # tied layer and iteration in a compiled loop.
-    executed = [
-        (position, index) for position, index in enumerate(model.config.layer_order)
-        if isinstance(layers[index], AttentionSpec)
-    ]
+    executed: list[tuple[int, AttentionSpec]] = []
+    for position, index in enumerate(model.config.layer_order):
+        layer = layers[index]
+        if isinstance(layer, AttentionSpec):
+            executed.append((position, layer))
     heads = [
         (entry, model.stage_names[position + 1].replace(" attn", f" head {head}", 1).replace(" (", "\n(", 1), head)
-        for entry, (position, index) in enumerate(executed)
-        for head in range(len(layers[index].heads))
+        for entry, (position, spec) in enumerate(executed)
+        for head in range(len(spec.heads))
     ]
     if not heads:
         return _save(_empty(Figure(figsize=(4, 1.5)), "this model has no attention heads"), path, dpi)
@@ -201,6 +203,7 @@ def plot_attention(
         ax.set_yticks(range(len(text)), text, fontsize=TICK_FONT)
         ax.set_xlabel("key position", fontsize=8)
         ax.set_ylabel("query position", fontsize=8)
+    assert image is not None  # there is a panel per head, and a head
     figure.colorbar(image, ax=list(axes), shrink=0.8, pad=0.01, label="attention weight")
     return _save(figure, path, dpi)
 

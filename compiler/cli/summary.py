@@ -141,7 +141,7 @@ def residual_table(result: ApplyResult, tokens: Sequence[Hashable]) -> str:
     for snapshot in result.residuals:
         values = snapshot.values.T  # [D, T]
         changed = (
-            np.zeros(len(labels), bool) if previous is None else changed_entries(previous, values).any(axis=1)
+            np.zeros(len(labels), bool) if previous is None else np.any(changed_entries(previous, values), axis=1)
         )
         cells = [[_cell(v) for v in row] for row in values]
         width = max([len(c) for row in cells for c in row] + [len(t) for t in header_tokens]) + 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +82,9 @@ def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) 
             f"{getattr(options, 'resume_hint', '--seed, --inputs, --jax-every and --settings')}, "
             "or give another --results path"
         )
-    if callable(getattr(result_type, "from_row", None)):
-        return _own_rows(rows, result_type, redo)
+    from_row = getattr(result_type, "from_row", None)
+    if callable(from_row):
+        return _own_rows(rows, result_type.__name__, from_row, redo)
     results = {}
     for row in rows:
         outcomes = tuple(Outcome(**outcome) for outcome in row["outcomes"])
@@ -95,8 +96,11 @@ def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) 
     return results
 
 
-def _own_rows(rows: Sequence[dict[str, Any]], result_type: type, redo: Sequence[str]) -> dict[int, Any]:
-    """Rows read back by `result_type.from_row`, minus those that mention a `redo` text.
+def _own_rows(
+    rows: Sequence[dict[str, Any]], type_name: str, from_row: Callable[[dict[str, Any]], Any], redo: Sequence[str]
+) -> dict[int, Any]:
+    """Rows read back by `from_row` (of the result type `type_name`), minus those that mention a
+    `redo` text.
 
     Raises:
       CompilerError: a row that `from_row` cannot read.
@@ -104,9 +108,9 @@ def _own_rows(rows: Sequence[dict[str, Any]], result_type: type, redo: Sequence[
     results = {}
     for row in rows:
         try:
-            result = result_type.from_row(row)
+            result = from_row(row)
         except (KeyError, TypeError, ValueError) as error:
-            raise CompilerError(f"a stored row is not a {result_type.__name__} ({error!r}); give another "
+            raise CompilerError(f"a stored row is not a {type_name} ({error!r}); give another "
                                 "--results path or remove the file") from None
         if not any(result.mentions(text) for text in redo):
             results[result.index] = result

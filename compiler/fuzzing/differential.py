@@ -16,6 +16,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Hashable, Sequence
+from typing import Any, cast
 
 from compiler.compiling import compile_rasp
 from compiler.enums import StrEnum
@@ -24,6 +25,7 @@ from compiler.fuzzing.buckets import refusal_bucket
 from compiler.model import oracle
 from compiler.model.agree import same_value
 from compiler.model.compiled_model import CompiledModel
+from compiler.model.encoders import OutputEncoder
 from compiler.passes.validate import validate
 from rasp import rasp
 
@@ -71,12 +73,14 @@ def sample_inputs(vocab: Sequence[Hashable], max_seq_len: int, budget: int, seed
 
 def run_model(model: CompiledModel, inputs: list[list], engine: str) -> list[list]:
     """Decoded outputs (BOS position dropped) with the real JAX model or the numpy interpreter."""
+    encoder = model.output_encoder
+    assert isinstance(encoder, OutputEncoder)  # one program (not a list): one decoded sequence per input
     batch = [[BOS] + xs for xs in inputs]
     if engine == "jax":
-        return [row[1:] for row in model.apply_batch(batch)]
+        return [row[1:] for row in cast(list[list[Any]], model.apply_batch(batch))]
     ids = model.input_encoder.encode_batch(batch)
     output = oracle.forward(model.config, model.params, ids)
-    decode = model.output_encoder.decode
+    decode = encoder.decode
     return [decode(output[row])[1 : len(tokens)] for row, tokens in enumerate(batch)]
 
 

@@ -120,6 +120,7 @@ def _record_failure(options: Options, index: int, spec: ProgramSpec, case: Case,
 
     small_spec, small_case = shrink(spec, case, still_fails) if options.shrink else (spec, case)
     final = _check(small_spec, small_case, max(options.inputs, 256), index, engine)
+    assert options.out is not None  # run_one records a failure only when there is a folder for it
     name = f"fuzz_s{options.seed}_p{index}_{'causal' if case.causal else 'noncausal'}"
     origin = f"seed {options.seed}, program {index}, vocab {list(case.vocab)}, max_seq_len {case.max_seq_len}"
     return regression.write_test(options.out, name, small_spec, small_case, final, origin)

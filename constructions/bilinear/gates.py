@@ -13,11 +13,15 @@ significant), e.g. ``(f(0,0), f(0,1), f(1,0), f(1,1))``.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from constructions.bilinear.layer import BilinearLayer
+
+# ``f(z)`` for every boolean input ``z`` in `boolean_inputs` order (any sequence of numbers).
+TruthTable = Sequence[float] | np.ndarray
 
 
 def boolean_inputs(n: int) -> np.ndarray:
@@ -25,7 +29,7 @@ def boolean_inputs(n: int) -> np.ndarray:
     return np.array(list(itertools.product((0.0, 1.0), repeat=n)))
 
 
-def mobius_coefficients(truth_table: tuple[float, ...] | np.ndarray) -> dict[frozenset, float]:
+def mobius_coefficients(truth_table: TruthTable) -> dict[frozenset, float]:
     """``a_S = sum_{T subset S} (-1)^{|S|-|T|} f(1_T)`` for every subset ``S`` of the inputs."""
     table = np.asarray(truth_table, dtype=np.float64)
     n = int(round(np.log2(len(table))))
@@ -44,13 +48,13 @@ def mobius_coefficients(truth_table: tuple[float, ...] | np.ndarray) -> dict[fro
     return coeffs
 
 
-def top_coefficient(truth_table: tuple[float, ...] | np.ndarray) -> float:
+def top_coefficient(truth_table: TruthTable) -> float:
     """``sum_z (-1)^{n-|z|} f(z)``: the coefficient of the full product ``x_1 ... x_n``."""
     coeffs = mobius_coefficients(truth_table)
     return coeffs[max(coeffs, key=len)]
 
 
-def quadratic_form(truth_table: tuple[float, ...] | np.ndarray, tol: float = 1e-12) -> np.ndarray:
+def quadratic_form(truth_table: TruthTable, tol: float = 1e-12) -> np.ndarray:
     """Symmetric ``M`` with ``(x, 1) M (x, 1) = f(x)`` on booleans; raises above degree 2."""
     coeffs = mobius_coefficients(truth_table)
     n = max(len(s) for s in coeffs)
@@ -99,20 +103,20 @@ class BooleanBilinear:
         return self.layer(np.asarray(x, dtype=np.float64)) @ self.readout
 
 
-def exact_boolean(truth_table: tuple[float, ...] | np.ndarray) -> BooleanBilinear:
+def exact_boolean(truth_table: TruthTable) -> BooleanBilinear:
     """One bilinear layer computing ``f`` exactly (``f`` of degree <= 2)."""
     layer = layer_from_form(quadratic_form(truth_table))
     return BooleanBilinear(layer, np.ones(layer.d_hidden))
 
 
-def max_error(gate: BooleanBilinear, truth_table: tuple[float, ...] | np.ndarray) -> float:
+def max_error(gate: BooleanBilinear, truth_table: TruthTable) -> float:
     """Largest ``|gate(x) - f(x)|`` over all boolean inputs."""
     table = np.asarray(truth_table, dtype=np.float64)
     n = int(round(np.log2(len(table))))
     return float(np.abs(gate(boolean_inputs(n)) - table).max())
 
 
-def quadratic_fit_residual(truth_table: tuple[float, ...] | np.ndarray) -> float:
+def quadratic_fit_residual(truth_table: TruthTable) -> float:
     """Least-squares residual of ``f`` on the monomials of degree <= 2 (0 iff exact)."""
     table = np.asarray(truth_table, dtype=np.float64)
     n = int(round(np.log2(len(table))))

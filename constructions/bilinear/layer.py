@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class BilinearLayer:
     c: np.ndarray
 
     @classmethod
-    def without_bias(cls, w: np.ndarray, v: np.ndarray) -> BilinearLayer:
+    def without_bias(cls, w: npt.ArrayLike, v: npt.ArrayLike) -> BilinearLayer:
         w, v = np.asarray(w, dtype=np.float64), np.asarray(v, dtype=np.float64)
         return cls(w, v, np.zeros(w.shape[1]), np.zeros(v.shape[1]))
 

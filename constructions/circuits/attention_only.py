@@ -80,14 +80,14 @@ class AttentionOnlyModel:
             return self.output_labels
         return tuple(range(self.w_u.shape[1]))
 
-    def embed(self, tokens: Sequence[int]) -> np.ndarray:
+    def embed(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
         """Residual stream after the embedding for token ids."""
         x = self.w_e[np.asarray(tokens)]
         if self.w_pos is not None:
             x = x + self.w_pos[: len(tokens)]
         return x
 
-    def forward(self, tokens: Sequence[int]) -> ForwardTrace:
+    def forward(self, tokens: Sequence[int] | np.ndarray) -> ForwardTrace:
         """Run the model on token ids, recording patterns and residuals."""
         x = self.embed(tokens)
         residuals, patterns = [x], []

@@ -57,7 +57,8 @@ class PathExpansion:
     trace: ForwardTrace
 
     def total(self) -> np.ndarray:
-        return sum(self.terms.values())
+        first, *rest = self.terms.values()  # there is always the direct path's term
+        return sum(rest, first)
 
     def max_error(self) -> float:
         """Largest gap between the sum of terms and the forward pass's logits."""

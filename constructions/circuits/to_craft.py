@@ -29,6 +29,7 @@ def head_weights(head: AttentionHead, residual: VectorSpaceWithBasis, name: str)
     """Residual-basis factors of one Craft head."""
     left, right = head.w_qk.left_space, head.w_qk.right_space
     if head.w_q is not None:
+        assert head.w_k is not None  # an AttentionHead has both factors or neither
         w_q = _embed_rows(head.w_q, left, residual)
         w_k = _embed_rows(head.w_k, right, residual)
     else:
@@ -36,6 +37,7 @@ def head_weights(head: AttentionHead, residual: VectorSpaceWithBasis, name: str)
         w_k = _embed_rows(np.eye(right.num_dims), right, residual)
     source, target = head.w_ov.input_space, head.w_ov.output_space
     if head.w_v is not None:
+        assert head.w_o is not None  # an AttentionHead has both factors or neither
         w_v = _embed_rows(head.w_v, source, residual)
         w_o = _embed_rows(head.w_o.T, target, residual).T
     else:
@@ -51,7 +53,7 @@ def attention_layers(model: SeriesWithResiduals | Sequence, residual: VectorSpac
     Non-attention blocks are skipped: the result is only a full model for attention-only series.
     """
     blocks = model.blocks if isinstance(model, SeriesWithResiduals) else tuple(model)
-    layers = []
+    layers: list[tuple[HeadWeights, ...]] = []
     for block in blocks:
         if isinstance(block, (AttentionHead, MultiAttentionHead)):
             i = len(layers)

@@ -10,8 +10,9 @@ against the numpy Craft evaluation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class ConstructionModel:
     token_vectors: np.ndarray  # (vocab, D): row 0 is BOS, the last row is padding
     config: object
     params: dict
-    forward: object
+    forward: Callable[..., Any]  # the Haiku forward pass, `forward(params, ids)`
     max_seq_len: int
 
     @property
@@ -67,7 +68,7 @@ def build_construction_model(sublayers: Sequence, token_vectors: Sequence[Vector
     from compiler.passes.layout import CraftModel
 
     blocks = [b for b in sublayers if b is not None]
-    spaces = [VectorSpaceWithBasis([ONE, BOS])]
+    spaces = [VectorSpaceWithBasis((ONE, BOS))]
     spaces += [s for b in blocks for s in (b.input_space, b.output_space)]
     spaces += [v.space for v in token_vectors]
     residual = join_vector_spaces(*spaces)

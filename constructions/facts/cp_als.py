@@ -56,13 +56,16 @@ def cp_als(tensor: np.ndarray, rank: int, seed: int = 0, restarts: int = 10,
     if tensor.ndim != 3:
         raise ValueError(f"cp_als fits 3-tensors, got shape {tensor.shape}")
     rng = np.random.default_rng(seed)
-    best_res, best_factors = np.inf, None
+    best_res = np.inf
+    best_factors: list[np.ndarray] | None = None
     for _ in range(restarts):
         res, factors = _als_once(tensor, rank, rng, n_iter, tol, ridge)
         if res < best_res:
             best_res, best_factors = res, factors
         if best_res < tol:
             break
+    if best_factors is None:
+        raise ValueError(f"cp_als found no fit: restarts={restarts} (at least 1) or no finite residual")
     norm = float(np.linalg.norm(tensor)) or 1.0
     a, b, c = best_factors
     return CPFit(rank, best_res, best_res / norm, RankOneTerms(a.T, b.T, c.T))

@@ -11,6 +11,7 @@ import csv
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -18,9 +19,19 @@ Token = Hashable
 Fact = tuple[Token, Token, Token]
 
 
-def _unique(items: Iterable[Token]) -> tuple[Token, ...]:
+T = TypeVar("T", bound=Hashable)
+
+
+def _unique(items: Iterable[T]) -> tuple[T, ...]:
     """Items in first-appearance order without repeats."""
     return tuple(dict.fromkeys(items))
+
+
+def _fact(fact: tuple[Token, ...]) -> Fact:
+    """``fact`` checked to be a triple."""
+    if len(fact) != 3:
+        raise ValueError(f"a fact is (subject, predicate, object), got {fact!r}")
+    return fact
 
 
 @dataclass(frozen=True)
@@ -53,10 +64,7 @@ class Database:
         objects: Sequence[Token] | None = None,
     ) -> Database:
         """Build from triples; axes default to the tokens seen, in first-appearance order."""
-        facts = _unique(tuple(t) for t in triples)
-        for fact in facts:
-            if len(fact) != 3:
-                raise ValueError(f"a fact is (subject, predicate, object), got {fact!r}")
+        facts = tuple(_fact(fact) for fact in _unique(tuple(t) for t in triples))
         return cls(
             facts=facts,
             subjects=tuple(subjects) if subjects is not None else _unique(f[0] for f in facts),

@@ -26,17 +26,17 @@ from craft.maps import BilinearMap, LinearMap
 
 def hidden_space(name: str, width: int) -> VectorSpaceWithBasis:
     """Hidden neurons of block ``name``."""
-    return VectorSpaceWithBasis([BasisDirection(f"{name}_hidden", n) for n in range(width)])
+    return VectorSpaceWithBasis(tuple(BasisDirection(f"{name}_hidden", n) for n in range(width)))
 
 
 def gate_space(name: str, gates: Sequence[Hashable]) -> VectorSpaceWithBasis:
     """One output direction per gate label."""
-    return VectorSpaceWithBasis([BasisDirection(name, g) for g in gates])
+    return VectorSpaceWithBasis(tuple(BasisDirection(name, g) for g in gates))
 
 
 def input_with_one(space: VectorSpaceWithBasis) -> VectorSpaceWithBasis:
     """``space`` followed by the bias direction ``one``."""
-    return VectorSpaceWithBasis(list(space.basis) + [ONE])
+    return VectorSpaceWithBasis((*space.basis, ONE))
 
 
 def boolean_mlp(inputs: FeatureSpace, w_in: np.ndarray, bias: np.ndarray, readout: np.ndarray,
@@ -70,5 +70,5 @@ def sfb_head(space: VectorSpaceWithBasis, w_q: np.ndarray, w_k: np.ndarray, *,
     """
     w_qk = BilinearMap(space, space, w_q @ w_k.T)
     if w_ov is None:
-        w_ov = LinearMap.zero(space, VectorSpaceWithBasis([BasisDirection(f"{name}_out")]))
+        w_ov = LinearMap.zero(space, VectorSpaceWithBasis((BasisDirection(f"{name}_out"),)))
     return AttentionHead(w_qk, w_ov, causal=causal, w_q=w_q, w_k=w_k)

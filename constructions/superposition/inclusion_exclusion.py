@@ -86,7 +86,7 @@ class IERead:
     gates: np.ndarray  # (G, k)
     coefficients: IECoefficients
     readout: np.ndarray  # (d, G)
-    min_subgate_size: int
+    min_subgate_size: int | None  # smallest sub-gate intersection; None if no sub-gates (k < 2)
     name: str = "ie"
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -112,7 +112,7 @@ def build_ie_read(uand: UAnd, gates: np.ndarray, coefficients: IECoefficients,
     if coefficients.k != k:
         raise ValueError(f"coefficients are for size {coefficients.k}, gates have size {k}")
     readout = np.zeros((uand.wiring.shape[1], len(gates)), dtype=np.float32)
-    min_size = None
+    min_size: int | None = None
     for sub in _subsets(k):
         ind = gate_indicator(uand.wiring, gates[:, list(sub)])
         sizes = ind.sum(axis=1)
@@ -131,7 +131,7 @@ def measure_ie(read: IERead, distractors: int, seed: Seed) -> StatusReport:
     g, k = read.gates.shape
     m = read.uand.meta.n_features
     patterns = [c for r in range(k + 1) for c in itertools.combinations(range(k), r)]
-    rows, owner, status = [], [], []
+    rows, owner, sizes = [], [], []
     for gi, gate in enumerate(read.gates):
         for pat in patterns:
             x = np.zeros(m, dtype=bool)
@@ -141,10 +141,10 @@ def measure_ie(read: IERead, distractors: int, seed: Seed) -> StatusReport:
                 x[rng.choice(pool, size=distractors, replace=False)] = True
             rows.append(x)
             owner.append(gi)
-            status.append(len(pat))
+            sizes.append(len(pat))
     xb = np.array(rows)
     phys = xb.astype(np.float32) @ read.uand.inputs.write
     y = read(phys)[np.arange(len(owner)), owner]
-    status = np.array(status)
+    status = np.array(sizes)
     return split_by_status(y, (status == k).astype(np.float32), status)
 

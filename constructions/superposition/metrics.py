@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class StatusReport:
 
 
 def split_by_status(y: np.ndarray, t: np.ndarray, status: np.ndarray,
-                    names: Mapping[object, object] | None = None) -> StatusReport:
+                    names: Mapping[Any, object] | None = None) -> StatusReport:
     """Group readings by ``status`` (same shape as ``y``) and summarise each group.
 
     ``names`` optionally maps raw status values to display keys (e.g. ``{2: "both"}``); raw values
@@ -83,8 +84,8 @@ def split_by_status(y: np.ndarray, t: np.ndarray, status: np.ndarray,
         values = np.flatnonzero(np.bincount(status.ravel()))
     else:
         values = np.unique(status)
-    for value in values:
-        value = np.asarray(value)
+    for raw in values:
+        value = np.asarray(raw)
         mask = status == value
         key = names.get(value.item(), value.item()) if names else value.item()
         groups[key] = error_stats(y[mask], t[mask])

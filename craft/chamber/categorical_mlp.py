@@ -162,7 +162,9 @@ def _narrow_lookup(
     one, bos = m, m + 1
     units: list[tuple[Hashable, list[tuple[int, float]], int, float]] = []  # value, reads, column, weight
     for key, members in groups.items():
-        _, column, weight = outputs[members[0]]
+        written = outputs[members[0]]
+        assert written is not None  # `groups` holds only inputs that write
+        _, column, weight = written
         k = len(members)
         costs = {"input": 3 * k, "group": k + 2}
         if bos_space is not None:

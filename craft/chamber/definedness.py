@@ -25,11 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import sparse
 
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP
-from craft.maps import LinearMap, to_dense
+from craft.maps import LinearMap, is_sparse, to_dense
 
 
 def none_flag_mlp(
@@ -77,7 +76,7 @@ def gate_like_bos(mlp: MLP, bos: BasisDirection, flags: Sequence[BasisDirection]
     bos_row = matrix[[wider.index(bos)]]
     for flag in flags:
         row = wider.index(flag)
-        if sparse.issparse(matrix):
+        if is_sparse(matrix):
             matrix = matrix.tolil()
             matrix[[row]] = matrix[[row]] + bos_row
             matrix = matrix.tocsr()

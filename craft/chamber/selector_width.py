@@ -33,7 +33,7 @@ import numpy as np
 from craft.bases import BasisDirection, VectorSpaceWithBasis, join_vector_spaces
 from craft.blocks import MLP, AttentionHead
 from craft.chamber.categorical_attn import attention_head
-from craft.maps import BilinearMap, LinearMap
+from craft.maps import BilinearMap, FactoredBilinearMap, LinearMap
 
 
 def scratch_direction(hidden_name: str) -> BasisDirection:
@@ -102,7 +102,7 @@ def _decoder_mlp(
 
 
 def selector_width(
-    direct_qk: BilinearMap,
+    direct_qk: BilinearMap | FactoredBilinearMap,
     n_terms: int,
     output_space: VectorSpaceWithBasis,
     max_seq_len: int,

@@ -94,3 +94,18 @@ def test_reset_style_default_names_are_prefixed():
     program = rasp.Map(lambda t: t, rasp.tokens)
     assert program.label.startswith("map_")
     assert program.name == program.label
+
+
+def test_public_face_exports_every_expression_name():
+    """`rasp.rasp.__all__` is written out (for type checkers); it must match rasp.expressions'."""
+    import rasp as package
+    from rasp import evaluator, expressions
+
+    evaluator_names = ["DefaultRASPEvaluator", "RASPEvaluator", "evaluate"]
+    assert rasp.__all__ == [*expressions.__all__, *evaluator_names]
+    for name in expressions.__all__:
+        assert getattr(rasp, name) is getattr(expressions, name)
+    for name in evaluator_names:
+        assert getattr(rasp, name) is getattr(evaluator, name)
+    assert package.__all__ == [*rasp.__all__, "lib", "rasp"]
+    assert all(hasattr(package, name) for name in package.__all__)
