@@ -88,7 +88,7 @@ def variable_breakdown(pair: ResidualPair, labels: Sequence[str]) -> list[dict[s
     ``sq_error`` is the mean squared distance there, ``share`` its fraction of the snapshot's
     total squared distance (where the discrepancy lives).
     """
-    rows = []
+    rows: list[dict[str, float | str]] = []
     names = pair.names or tuple(snapshot_names(len(pair.compiled)))
     mask = pair.mask > 0
     for name, a, b in zip(names, pair.compiled, pair.compressed):

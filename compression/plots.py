@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
 
 from compiler.atomic import atomic_write
 
@@ -144,7 +145,7 @@ def plot_accuracy_vs_width(
         ax.set_ylabel("sequence accuracy", fontsize=8)
         ax.set_ylim(-0.05, 1.05)
         ax.tick_params(labelsize=7)
-    handles = {}
+    handles: dict[str, Artist] = {}
     for ax in axes.ravel():
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)

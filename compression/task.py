@@ -17,7 +17,7 @@ import rasp
 from compiler import CompiledModel, compile_rasp
 from compiler.errors import CompressionError
 from compression.evaluation import ReferenceSet, build_reference_set
-from compression.learned.frozen import FrozenModel
+from compression.learned.frozen import FrozenModel, OutputKind
 from compression.learned.sampling import InputSpace
 
 
@@ -25,7 +25,7 @@ def frozen_from_compiled(compiled: CompiledModel) -> FrozenModel:
     """The compiled model's forward pass, weights and labels as a :class:`FrozenModel` (its
     ``one_hot`` coordinates: the residual directions of categorical values, which carry a value)."""
     encoder = compiled.input_encoder
-    kind = "numerical" if compiled.config.numerical_output else "categorical"
+    kind: OutputKind = "numerical" if compiled.config.numerical_output else "categorical"
     one_hot = tuple(i for i, direction in enumerate(compiled.residual_space.basis) if direction.value is not None)
     return FrozenModel(compiled.forward, compiled.params, tuple(compiled.residual_labels), kind,
                        encoder.bos_id, encoder.pad_id, one_hot)

@@ -289,7 +289,7 @@ class GDScan:
 
     def median_steps_to_exact(self, d: int) -> float | None:
         """Median steps to exactness over the seeds that reached width ``d``."""
-        steps = [r.steps_to_exact for r in self.runs if r.d == d and r.exact]
+        steps = [r.steps_to_exact for r in self.runs if r.d == d and r.exact and r.steps_to_exact is not None]
         return float(np.median(steps)) if steps else None
 
 

@@ -58,7 +58,7 @@ from scipy import sparse
 from compiler.errors import CompressionError
 from compiler.model.agree import AGREE_TOLERANCE
 from compression.analytic.readers import FLOAT32_UNIT, Errors, Projection, ReaderParts, projection, reader_parts
-from compression.analytic.view import HeadView, MLPView, ModelView, Noise, NumberPiece
+from compression.analytic.view import AttentionRounding, HeadView, MLPRounding, MLPView, ModelView, Noise, NumberPiece
 
 # Regular ReLU units reading at most this many s-ops have every combination of them enumerated.
 MAX_ENUMERATED = 10
@@ -287,17 +287,17 @@ def _piece_errors(view: ModelView, proj: Projection | None, index: int, piece: N
         kept_lo[x] = kept_hi[x] = 0.0
         errors = dataclasses.replace(errors, scale_lo=kept_lo, scale_hi=kept_hi)
     noise_here = _noise(view, proj, index)
-    lo, hi = reader_parts(view, proj, reader, errors, noise=noise_here).move_range()
-    lo, hi = float(lo[0]), float(hi[0])
+    read_lo, read_hi = reader_parts(view, proj, reader, errors, noise=noise_here).move_range()
+    lo, hi = float(read_lo[0]), float(read_hi[0])
     zeros = np.zeros(piece.writes.size)
     if lo == hi == scale_lo == scale_hi == 0.0 and scale == 0.0:
         return zeros, zeros, zeros, zeros  # the same number in, the same float operations
-    # per value v the number moves within [lo + min(s v), hi + max(s v)] over s in [scale_lo, scale_hi]
-    lo = lo + np.minimum(scale_lo * values, scale_hi * values)
-    hi = hi + np.maximum(scale_lo * values, scale_hi * values)
+    # per value v the number moves within [lo_v, hi_v] = [lo + min(s v), hi + max(s v)] over s in [scale_lo, scale_hi]
+    lo_v = lo + np.minimum(scale_lo * values, scale_hi * values)
+    hi_v = hi + np.maximum(scale_lo * values, scale_hi * values)
     # the compiled number's own noise at each value (none against exact arithmetic)
     noise = np.zeros(values.size) if noise_here is None else noise_here.fixed[x] + noise_here.scale[x] * np.abs(values)
-    drift = float(np.max(noise + np.maximum(-lo, hi)))  # how far the number can be from a value
+    drift = float(np.max(noise + np.maximum(-lo_v, hi_v)))  # how far the number can be from a value
     killed = piece.bos != 0
     at_bos = piece.slope[killed] * piece.at_bos + np.abs(piece.slope[killed]) * drift
     if np.any(piece.intercept[killed] + piece.bos[killed] + at_bos >= 0):
@@ -308,20 +308,24 @@ def _piece_errors(view: ModelView, proj: Projection | None, index: int, piece: N
         keep = ~killed
         shapes.append(dataclasses.replace(piece, units=piece.units[keep], slope=piece.slope[keep],
                                           intercept=piece.intercept[keep], bos=piece.bos[keep], w_out=piece.w_out[keep]))
-    up = down = at_values = None
+    up: np.ndarray | None = None
+    down: np.ndarray | None = None
+    at_values: np.ndarray | None = None
     for shape in shapes:
         at = shape(values)
-        wide = _excursions(shape, values - noise + lo, values + noise + hi, at)
+        wide = _excursions(shape, values - noise + lo_v, values + noise + hi_v, at)
         narrow = _excursions(shape, values - noise, values + noise, at) if noise.any() else (np.zeros_like(at), np.zeros_like(at))
         if wide is None or narrow is None:
             return None
         terms = np.count_nonzero(shape.w_out, axis=0)
-        rounded = scale * _piece_rounding(shape, values, drift, terms) if scale else 0.0
+        rounded: np.ndarray | float = scale * _piece_rounding(shape, values, drift, terms) if scale else 0.0
         rise, fall = wide[0] + narrow[1] + rounded, wide[1] + narrow[0] + rounded
         if up is None:
             up, down, at_values = rise, fall, at
         else:
+            assert down is not None
             up, down = np.maximum(up, rise), np.maximum(down, fall)
+    assert up is not None and down is not None and at_values is not None  # `shapes` holds `piece`
     off = np.abs(at_values) < 0.5  # the output's exact value is 0 there
     on_hi, on_lo = up.max(axis=0), -down.max(axis=0)
     off_hi = np.where(off, up, 0.0).max(axis=0)
@@ -334,6 +338,7 @@ def _mlp_step(view: ModelView, proj: Projection | None, index: int, mlp: MLPView
     """The MLP's output errors (on_lo, on_hi, off_lo, off_hi) and its load."""
     width = view.residual_dim
     rounding = view.rounding[index] if view.rounding else None
+    assert rounding is None or isinstance(rounding, MLPRounding)  # sub-layer `index` is this MLP
     parts = reader_parts(view, proj, mlp.w_in, errors, merge, noise=_noise(view, proj, index))
     scale = rounding_scale(view, proj, mlp.w_in, errors)
     if mlp.activation == "relu":
@@ -437,6 +442,7 @@ def _attention_step(view: ModelView, proj: Projection | None, index: int, heads:
     scale_lo, scale_hi = np.zeros(width), np.zeros(width)
     sigma = 0.0
     rounding = view.rounding[index] if view.rounding else None
+    assert rounding is None or isinstance(rounding, AttentionRounding)  # sub-layer `index` is these heads
     noise = _noise(view, proj, index)
     for h, head in enumerate(heads):
         shift = _score_shift(view, proj, head, errors, noise)
@@ -500,6 +506,7 @@ def walk(view: ModelView, proj: Projection | None, classes: tuple[tuple[int, ...
     errors = Errors.zero(width)
     if view.rounding and proj is None:  # under a projection the embedding's sums are the compiled ones
         first = view.embedding_rounding
+        assert first is not None  # calibrated with the sub-layers' rounding (envelope)
         errors = errors.plus(-first, first, -first, first)
     reads = []
     before = []

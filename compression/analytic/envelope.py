@@ -134,7 +134,7 @@ def _column_terms(matrix) -> np.ndarray:
 def _with_rounding(view: ModelView, positions: int, compiled: CompiledModel) -> ModelView:
     """``view`` with each sub-layer's float rounding (module docstring)."""
     stream = U * view.magnitude  # adding an output into the stream
-    out = []
+    out: list[MLPRounding | AttentionRounding] = []
     for sublayer in view.sublayers:
         if isinstance(sublayer, MLPView):
             parts = reader_parts(view, None, sublayer.w_in)

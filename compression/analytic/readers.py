@@ -271,6 +271,7 @@ def reader_parts(view: ModelView, proj: Projection | None, matrix: sparse.csc_ar
             extra_lo += fixed - spread - rounding
             extra_hi += fixed + spread + rounding
         if erring.size:  # E · b with b = G a (a without a projection)
+            assert errors is not None  # nothing errs without errors
             b = a[erring] if proj is None else proj.w[erring] @ wta
             if erring_numbers.size:
                 lo, hi = _interval(b[view.numeric[erring]], errors.on_lo[erring_numbers], errors.on_hi[erring_numbers])
@@ -282,6 +283,7 @@ def reader_parts(view: ModelView, proj: Projection | None, matrix: sparse.csc_ar
             on_lo, on_hi = c_rows - spread_on, c_rows + spread_on  # t_j: coordinate j on
             off_lo, off_hi = -spread_off, spread_off.copy()  # o_j: coordinate j off
             if erring_rows.size:
+                assert errors is not None  # erring rows are among `erring`
                 cat = view.categorical[erring]
                 coords = erring[cat]
                 b_cat = b[cat]

@@ -219,13 +219,14 @@ def _scan_mlp(scan: _Scan, compiled: CompiledModel, index: int, basis) -> None:
         scan.exact_off |= out  # a thresholded lookup of categorical values: off units write exactly 0
     else:
         scan.read_as_number |= reads
-    if cat_reads and (mlp.activation != "relu" or not out <= scan.categorical or weight is None):
-        scan.protected |= set(cat_reads)
-    elif cat_reads:
-        scan.candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight, tuple(sorted(out)),
-                                                 _sums_values(w_in, cat_reads, scan.by_name)))
-        scan.signatures[index] = _unit_signatures(w_in, w_out, cat_reads, scan.by_name, basis)
-        scan.writes[index] = out
+    if cat_reads:
+        if mlp.activation != "relu" or not out <= scan.categorical or weight is None:
+            scan.protected |= set(cat_reads)
+        else:
+            scan.candidate_reads.append(TolerantRead(index, "lookup", tuple(cat_reads), weight, tuple(sorted(out)),
+                                                     _sums_values(w_in, cat_reads, scan.by_name)))
+            scan.signatures[index] = _unit_signatures(w_in, w_out, cat_reads, scan.by_name, basis)
+            scan.writes[index] = out
     scan.mark_written(out, index)
 
 

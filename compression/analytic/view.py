@@ -237,7 +237,7 @@ def _pieces(w_in: np.ndarray, w_out: np.ndarray, labels: tuple[str, ...], values
         if labels[x] not in values:
             continue
         units = np.nonzero(reads[x])[0]
-        if np.any(np.delete(reads, [x, *fixed], axis=0)[:, units]):
+        if np.any(np.delete(reads, [int(x), *fixed], axis=0)[:, units]):
             continue  # the units read something else too
         writes = np.nonzero(np.any(w_out[units] != 0, axis=0))[0]
         # constant units writing the same outputs belong to the piece (e.g. a step that is always 1)

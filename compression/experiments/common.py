@@ -92,11 +92,11 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return [{k: (None if v == "" else v) for k, v in row.items()} for row in csv.DictReader(handle)]
 
 
-def comparison_table(rows: Iterable[tuple[str, str, str]]) -> str:
-    """A three-column text table: quantity, the paper's number, ours."""
-    rows = [("quantity", "paper", "ours")] + [tuple(map(str, r)) for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
+def comparison_table(rows: Iterable[tuple[object, object, object]]) -> str:
+    """A three-column text table: quantity, the paper's number, ours (each cell as ``str`` shows it)."""
+    cells: list[tuple[str, ...]] = [("quantity", "paper", "ours")] + [tuple(map(str, r)) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(3)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -40,7 +41,21 @@ from compression.learned.projection import gram
 from compression.learned.sampling import enumerate_inputs
 from compression.task import CompressionTask, frac_prevs_task
 
-PAPER = {
+
+class PaperNumbers(TypedDict):
+    """What the paper reports for frac_prevs."""
+
+    residual_dim: int
+    good_from_d: int
+    gram_d: int
+    steps: int
+    batch_size: int
+    run_time: str
+    kept_at_d8: list[str]
+    dropped_at_d8: list[str]
+
+
+PAPER: PaperNumbers = {
     "residual_dim": 14,
     "good_from_d": 6,
     "gram_d": 8,
@@ -120,8 +135,8 @@ def print_comparison(summary: dict) -> None:
     features, gram_d = ours["features_at_gram_d"], ours["gram_d"]
     rows = ours["widths"]
 
-    def norm2(name: str, key: str) -> str:
-        return ", ".join(f"{f['feature']}={f[key]:.2f}" for f in features if f["feature"] in name)
+    def norm2(names: Sequence[str], key: str) -> str:
+        return ", ".join(f"{f['feature']}={f[key]:.2f}" for f in features if f["feature"] in names)
 
     kept, dropped = PAPER["kept_at_d8"], PAPER["dropped_at_d8"]
     print()
@@ -170,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     files = write_figures(out, rows, curves, projections[gram_d], pca_projection, labels, big_d)
     files += [write_csv(out / "frac_prevs_widths.csv", rows),
               write_csv(out / f"frac_prevs_features_d{gram_d}.csv", features)]
-    np.savez(out / "frac_prevs_projections.npz", **{f"d{d}": w for d, w in projections.items()})
+    # allow_pickle=True: numpy's default, stated so its stub does not take the arrays for it
+    np.savez(out / "frac_prevs_projections.npz", allow_pickle=True, **{f"d{d}": w for d, w in projections.items()})
     summary = {
         "paper": PAPER,
         "ours": {

@@ -43,7 +43,7 @@ QUICK_PROGRAMS, QUICK_SIZE = ("shift_by_1",), 3
 def median_steps(runs: Sequence[GDRun]) -> float | None:
     """Median steps to exactness, a run that never got there counting as infinitely long
     (None when that median is infinite, i.e. at most half the runs got there)."""
-    steps = sorted(r.steps_to_exact if r.exact else np.inf for r in runs)
+    steps = sorted(r.steps_to_exact if r.exact and r.steps_to_exact is not None else np.inf for r in runs)
     value = float(np.median(steps)) if steps else np.inf
     return value if np.isfinite(value) else None
 

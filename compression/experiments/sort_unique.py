@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     active = [n for n, c in zip(outputs.names, cosine) if np.isfinite(c)]
     breakdown = variable_breakdown(outputs, labels)
     by_variable = error_by_variable(breakdown)
-    worst = max(by_variable, key=by_variable.get)
+    worst = max(by_variable, key=by_variable.__getitem__)
 
     files = write_figures(out, curve, outputs, result.projection, labels, args.d)
     files += [write_csv(out / "sort_unique_curve.csv", curve), write_csv(out / "sort_unique_variables.csv", breakdown)]

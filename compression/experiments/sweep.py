@@ -174,7 +174,7 @@ def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessChe
     # to the construction's smallest width (below it there is no packed start)
     floor = 1 if depth is None else max(1, packed_hi - depth)
     top = big_d - 1 if up is None else min(big_d - 1, packed_hi + up)
-    widths = {"gd": range(top, floor - 1, -1),
+    widths: dict[str, Sequence[int]] = {"gd": range(top, floor - 1, -1),
               "gd_packed": range(packed_hi - 1, max(min_width(structure, "packed"), floor) - 1, -1)}
     scan_starts = {"gd": min(packed_hi, big_d - 1), "gd_packed": None}
     if quick:  # one training run per start: at the packed width, and one below it
@@ -200,7 +200,7 @@ def gd_columns(row: dict[str, Any], curves: dict[str, list], check: ExactnessChe
         row[f"{key}_tried"] = f"{min(scan.tried)}-{max(scan.tried)}" if scan.tried else None
         if init == "shrink":  # every step of the chain from the packed width down to the smallest reached
             row["gd_shrink_chain_steps"] = sum(r.steps for r in scan.runs if smallest and r.d >= smallest)
-        best = {}
+        best: dict[int, float] = {}
         for r in scan.runs:  # the best accuracy any seed reached at each width
             best[r.d] = max(best.get(r.d, 0.0), r.sequence_accuracy)
         curves[key] = sorted(best.items())
@@ -223,10 +223,11 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
             tried = row.get(column.replace("_exact", "_tried")) if column.startswith("gd") else None
             return f"none in {tried}" if column.endswith("_exact") and tried else "-"
         if isinstance(v, str):  # read back from a CSV
+            text = v
             try:
-                v = float(v)
+                v = float(text)
             except ValueError:
-                return v
+                return text
         return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -29,6 +29,9 @@ class ForwardOutput(Protocol):
 
     output: jax.Array
     residuals: Sequence[jax.Array]
+    attention: Sequence[jax.Array]
+    written: Sequence[jax.Array]
+    hidden: Sequence[jax.Array]
 
 
 ForwardFn = Callable[..., ForwardOutput]

@@ -101,7 +101,7 @@ class Replay(NamedTuple):
     rows of ``ids``; ``SamplingConfig.replay_fraction`` of every batch is drawn from them."""
 
     ids: jax.Array  # [capacity, width] int32
-    count: jax.Array  # int32 scalar: valid rows (0: none, the batch is drawn as usual)
+    filled: jax.Array  # int32 scalar: valid rows (0: none, the batch is drawn as usual)
 
     @classmethod
     def of(cls, ids: np.ndarray, capacity: int, width: int, seed: int = 0) -> Replay:
@@ -118,8 +118,8 @@ class Replay(NamedTuple):
         replacement), or unchanged while there are none."""
         if not rows:
             return ids
-        drawn = self.ids[jax.random.randint(key, (rows,), 0, jnp.maximum(self.count, 1))]
-        return ids.at[:rows].set(jnp.where(self.count > 0, drawn, ids[:rows]))
+        drawn = self.ids[jax.random.randint(key, (rows,), 0, jnp.maximum(self.filled, 1))]
+        return ids.at[:rows].set(jnp.where(self.filled > 0, drawn, ids[:rows]))
 
 
 def column_scale(d: int, fade: tuple[int, int], step: jax.Array | int, width: int | None = None) -> jax.Array:
@@ -262,7 +262,7 @@ class Compressor:
     def _resume(self, directory: Path | None) -> tuple[TrainState, list[np.ndarray]]:
         fresh = self.init_state()
         record = ckpt.read_record(directory) if directory is not None else None
-        if record is None:
+        if directory is None or record is None:
             return fresh, []
         expected = self.record(record["step"])
         try:  # fields added to the config records since the checkpoint was written take their defaults
@@ -273,7 +273,9 @@ class Compressor:
             if record.get(field) != expected[field]:
                 raise CompressionError(f"checkpoint in {directory} was written for a different {field}; "
                                  "use another checkpoint directory or the original settings")
-        projection, opt_state, history, record = ckpt.load_checkpoint(directory, fresh.opt_state)
+        loaded = ckpt.load_checkpoint(directory, fresh.opt_state)
+        assert loaded is not None  # its record was read above
+        projection, opt_state, history, record = loaded
         state = self._place(TrainState(jnp.asarray(projection), opt_state, jnp.asarray(record["step"], jnp.int32)))
         rows = np.stack([history[name] for name in METRICS], axis=1) if history else np.zeros((0, 3), np.float32)
         return state, [rows]

@@ -161,14 +161,14 @@ def test_replay_inputs_fill_their_share_of_every_batch_and_none_change_nothing()
     space = fake.input_space()
     row = np.asarray([[space.bos_id, 3, 3, 0, space.pad_id, space.pad_id]], np.int32)
     replay = Replay.of(row, capacity=4, width=space.width)
-    assert int(replay.count) == 1 and replay.ids.shape == (4, space.width)
+    assert int(replay.filled) == 1 and replay.ids.shape == (4, space.width)
     batch = jnp.zeros((8, space.width), jnp.int32)
     mixed = np.asarray(replay.mix(jax.random.key(0), batch, 3))
     assert (mixed[:3] == row).all() and (mixed[3:] == 0).all()
     empty = Replay.of(np.zeros((0, space.width)), capacity=4, width=space.width)
     assert (np.asarray(empty.mix(jax.random.key(0), batch, 3)) == 0).all()
     many = Replay.of(np.arange(10 * space.width).reshape(10, space.width), capacity=4, width=space.width, seed=1)
-    assert int(many.count) == 4  # a seeded choice of 4 of the 10 rows
+    assert int(many.filled) == 4  # a seeded choice of 4 of the 10 rows
     assert set(np.asarray(many.ids)[:, 0] // space.width) <= set(range(10))
 
     config = dataclasses.replace(CONFIG, sampling=SamplingConfig(replay_fraction=0.25))
