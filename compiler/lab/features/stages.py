@@ -32,6 +32,7 @@ dictionary is the sparsest one. ``16k-copy`` holds 16,640 such features in 768 d
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 import time
 
 import jax
@@ -119,15 +120,19 @@ STAGES: dict[str, StageSpec | CopySpec] = {
 def stage_programs(spec: StageSpec) -> list[rasp.SOp]:
     """The outputs of the stage's model, in order: mix, low, same."""
     v, k = spec.vocab_size, spec.output_values
-    mixes = []
+    mixes: list[rasp.SOp] = []
     for i in range(spec.branches):
-        a, b = (2 * i + 1) % v, (37 * i + 11) % v
-        mixes.append(rasp.categorical(rasp.Map(lambda x, a=a, b=b: (a * x + b) % v, rasp.tokens)).named(f"mix{i}"))
-    lows = [rasp.categorical(rasp.Map(lambda x: x % k, mixes[j], simplify=False)).named(f"low{j}")
-            for j in range(spec.lows)]
-    counts = [rasp.categorical(rasp.SelectorWidth(rasp.Select(lows[j], lows[j], rasp.Comparison.EQ)))
-              .named(f"same{j}") for j in range(spec.shifts)]
+        mixes.append(rasp.categorical(rasp.Map(_affine((2 * i + 1) % v, (37 * i + 11) % v, v), rasp.tokens)).named(f"mix{i}"))
+    lows: list[rasp.SOp] = [rasp.categorical(rasp.Map(lambda x: x % k, mixes[j], simplify=False)).named(f"low{j}")
+                            for j in range(spec.lows)]
+    counts: list[rasp.SOp] = [rasp.categorical(rasp.SelectorWidth(rasp.Select(lows[j], lows[j], rasp.Comparison.EQ)))
+                              .named(f"same{j}") for j in range(spec.shifts)]
     return mixes + lows + counts
+
+
+def _affine(a: int, b: int, v: int) -> Callable[[int], int]:
+    """`x -> (a x + b) mod v`."""
+    return lambda x: (a * x + b) % v
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
