@@ -32,8 +32,8 @@ dictionary is the sparsest one. ``16k-copy`` holds 16,640 such features in 768 d
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
