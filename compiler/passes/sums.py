@@ -25,7 +25,8 @@ from collections.abc import Hashable
 
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import selectors
-from compiler.passes.discretise import rebuild, walk
+from compiler.passes.discretise import as_selector, as_sop, rebuild, walk
+from compiler.passes.outputs import Root, as_root
 from craft.bases import INDICES_NAME
 from rasp import rasp
 
@@ -96,7 +97,7 @@ def is_sum(expr: rasp.RASPExpr) -> bool:
     return isinstance(expr, rasp.SequenceMap) and isinstance(expr.f, TimesCount)
 
 
-def expand_sums(program: rasp.SOp, max_seq_len: int) -> rasp.SOp:
+def expand_sums(program: Root, max_seq_len: int) -> Root:
     """`program` with every `SumAggregate` expressed as mean x count (module docstring).
 
     Returns `program` itself when it has none.
@@ -113,7 +114,8 @@ def expand_sums(program: rasp.SOp, max_seq_len: int) -> rasp.SOp:
 
     for expr in order:
         if isinstance(expr, rasp.SumAggregate):
-            replaced[id(expr)] = _expand(expr, current(expr.selector), current(expr.sop), max_seq_len)
+            selector, sop = as_selector(current(expr.selector)), as_sop(current(expr.sop))
+            replaced[id(expr)] = _expand(expr, selector, sop, max_seq_len)
         elif any(id(child) in replaced for child in expr.children):
             replaced[id(expr)] = rebuild(expr, current)
-    return current(program)
+    return as_root(current(program))

@@ -27,7 +27,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from compiler.passes.discretise import rebuild, walk
-from compiler.passes.outputs import Outputs, programs_of
+from compiler.passes.outputs import Outputs, Root, as_root, programs_of
 from rasp import rasp
 
 PLAIN = (type(None), bool, int, float, complex, str, bytes)
@@ -96,7 +96,7 @@ def _key(expr: rasp.RASPExpr) -> Hashable | None:
     return (type(expr), parameters, tuple(id(child) for child in expr.children), annotations)
 
 
-def merge_common(program: rasp.SOp) -> tuple[rasp.SOp, tuple[str, ...]]:
+def merge_common(program: Root) -> tuple[Root, tuple[str, ...]]:
     """`program` with duplicate computations merged, and one line per merged expression."""
     if not isinstance(program, rasp.RASPExpr):
         return program, ()
@@ -120,4 +120,4 @@ def merge_common(program: rasp.SOp) -> tuple[rasp.SOp, tuple[str, ...]]:
             )
         if kept is not expr:
             replaced[id(expr)] = kept
-    return current(program), tuple(merged)
+    return as_root(current(program)), tuple(merged)
