@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable
+from typing import cast
 
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import selectors
@@ -44,7 +45,8 @@ class TimesCount:
 
     def multiplier(self, count: Hashable) -> int:
         """The factor for one value of the count s-op (a width, or an index with `by_index`)."""
-        width = self.by_index[count] if self.by_index is not None else count
+        value = cast(int, count)  # a count s-op's values are widths or indices: ints
+        width = self.by_index[value] if self.by_index is not None else value
         return width if width > 0 else 1
 
     def __call__(self, mean: float, count: Hashable) -> float:

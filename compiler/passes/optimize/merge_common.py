@@ -24,7 +24,7 @@ import dataclasses
 import enum
 import types
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from compiler.passes.discretise import rebuild, walk
 from compiler.passes.outputs import Outputs, Root, as_root, programs_of
@@ -45,7 +45,8 @@ def _value_key(value: Any) -> Hashable:
     e.g. an s-op's `==` builds a new s-op)."""
     if _plain(value):
         return ("plain", type(value).__name__, repr(value))
-    frozen = dataclasses.is_dataclass(value) and not isinstance(value, type) and value.__dataclass_params__.frozen
+    # Every dataclass instance has `__dataclass_params__` (typeshed's `DataclassInstance` omits it).
+    frozen = dataclasses.is_dataclass(value) and not isinstance(value, type) and cast(Any, value).__dataclass_params__.frozen
     if isinstance(value, enum.Enum) or frozen:
         try:
             hash(value)
