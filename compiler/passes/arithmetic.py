@@ -70,6 +70,8 @@ def linear_values(fst_fac: Any, snd_fac: Any, xs: Iterable[Any], ys: Iterable[An
         else:
             pairs = [(y_group, y_int) for y_group, y_int in ((y_split[0], True), (y_split[1], False)) if y_group]
         for y_group, y_int in pairs:
+            kind: type[int] | type[float]
+            dtype: type[np.int64] | type[np.float64]
             if integer_factors and x_int and y_int:
                 kind, dtype, fst, snd = int, np.int64, int(fst_fac), int(snd_fac)
             else:

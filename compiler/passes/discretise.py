@@ -19,8 +19,9 @@ SequenceMap; everything else keeps its identity and label.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
-from compiler.passes.outputs import Outputs
+from compiler.passes.outputs import Outputs, Root, as_root
 from rasp import rasp
 
 CATEGORICAL_SUFFIX = "_categorical"
@@ -65,36 +66,59 @@ def walk(program: rasp.RASPExpr) -> list[rasp.RASPExpr]:
     return order
 
 
+def as_sop(expr: rasp.RASPExpr) -> rasp.SOp:
+    """`expr` typed as the s-op it is known to be: the rewrite of an s-op (the passes' rewrites,
+    `rebuild` and each pass's replacements, keep every expression's kind), or an output of a
+    traced program (`compiler.passes.graph.trace` checks that they are s-ops)."""
+    return cast(rasp.SOp, expr)
+
+
+def as_selector(expr: rasp.RASPExpr) -> rasp.Selector:
+    """`expr`, the rewrite of a selector, typed as the selector it is (as `as_sop`)."""
+    return cast(rasp.Selector, expr)
+
+
 def rebuild(expr: rasp.RASPExpr, child: Callable[[rasp.RASPExpr], rasp.RASPExpr]) -> rasp.RASPExpr:
-    """`expr` with each child replaced by `child(c)`, same label and annotations."""
+    """`expr` with each child replaced by `child(c)`, same label and annotations.
+
+    `child` keeps each child's kind: it gives an s-op for an s-op, a selector for a selector.
+    """
+
+    def sop(c: rasp.RASPExpr) -> rasp.SOp:
+        return as_sop(child(c))
+
+    def selector(c: rasp.RASPExpr) -> rasp.Selector:
+        return as_selector(child(c))
+
+    new: rasp.RASPExpr
     if isinstance(expr, rasp.LinearSequenceMap):
-        new = rasp.LinearSequenceMap(child(expr.fst), child(expr.snd), expr.fst_fac, expr.snd_fac)
+        new = rasp.LinearSequenceMap(sop(expr.fst), sop(expr.snd), expr.fst_fac, expr.snd_fac)
     elif isinstance(expr, rasp.SequenceMap):
-        new = rasp.SequenceMap(expr.f, child(expr.fst), child(expr.snd))
+        new = rasp.SequenceMap(expr.f, sop(expr.fst), sop(expr.snd))
     elif isinstance(expr, rasp.Map):
-        new = rasp.Map(expr.f, child(expr.inner), simplify=False)
+        new = rasp.Map(expr.f, sop(expr.inner), simplify=False)
     elif isinstance(expr, rasp.Aggregate):
-        new = rasp.Aggregate(child(expr.selector), child(expr.sop), default=expr.default)
+        new = rasp.Aggregate(selector(expr.selector), sop(expr.sop), default=expr.default)
     elif isinstance(expr, rasp.SumAggregate):
-        new = rasp.SumAggregate(child(expr.selector), child(expr.sop), default=expr.default)
+        new = rasp.SumAggregate(selector(expr.selector), sop(expr.sop), default=expr.default)
     elif isinstance(expr, rasp.SelectorWidth):
-        new = rasp.SelectorWidth(child(expr.selector))
+        new = rasp.SelectorWidth(selector(expr.selector))
     elif isinstance(expr, rasp.Select):
-        new = rasp.Select(child(expr.keys), child(expr.queries), expr.predicate)
+        new = rasp.Select(sop(expr.keys), sop(expr.queries), expr.predicate)
     elif isinstance(expr, rasp.SelectorAnd):
-        new = rasp.SelectorAnd(child(expr.fst), child(expr.snd))
+        new = rasp.SelectorAnd(selector(expr.fst), selector(expr.snd))
     elif isinstance(expr, rasp.SelectorOr):
-        new = rasp.SelectorOr(child(expr.fst), child(expr.snd))
+        new = rasp.SelectorOr(selector(expr.fst), selector(expr.snd))
     elif isinstance(expr, rasp.SelectorNot):
-        new = rasp.SelectorNot(child(expr.inner))
+        new = rasp.SelectorNot(selector(expr.inner))
     elif isinstance(expr, Outputs):
-        new = Outputs(tuple(child(c) for c in expr.children))
+        new = Outputs(tuple(sop(c) for c in expr.children))
     else:  # leaves and unknown types stay as they are (validation reports the latter)
         return expr
     return rasp.annotate(new, **dict(expr.annotations))
 
 
-def discretise_numerical_inputs(program: rasp.SOp) -> rasp.SOp:
+def discretise_numerical_inputs(program: Root) -> Root:
     """`program` with categorical copies where a numerical s-op must be read as a one-hot.
 
     Returns `program` itself when nothing needs rewriting.
@@ -117,17 +141,17 @@ def discretise_numerical_inputs(program: rasp.SOp) -> rasp.SOp:
             while label in labels:
                 label += "_"
             labels.add(label)
-            copy = rasp.Map(copy_value, current(sop), simplify=False)
+            copy = rasp.Map(copy_value, as_sop(current(sop)), simplify=False)
             copies[id(sop)] = rasp.categorical(copy).named(label)
         return copies[id(sop)]
 
     for expr in order:
-        numerical = {id(c) for c in _numerical_inputs(expr)}
+        numerical = {id(c): c for c in _numerical_inputs(expr)}
         if numerical:
-            def child(c: rasp.RASPExpr, numerical: set[int] = numerical) -> rasp.RASPExpr:
-                return categorical_copy(c) if id(c) in numerical else current(c)
+            def child(c: rasp.RASPExpr, numerical: dict[int, rasp.SOp] = numerical) -> rasp.RASPExpr:
+                return categorical_copy(numerical[id(c)]) if id(c) in numerical else current(c)
 
             replaced[id(expr)] = rebuild(expr, child)
         elif any(id(c) in replaced for c in expr.children):
             replaced[id(expr)] = rebuild(expr, current)
-    return current(program)
+    return as_root(current(program))

@@ -22,13 +22,14 @@ categorical head with a default, and reads only the query's own position (causal
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import nodes, selectors
-from compiler.passes.discretise import rebuild, walk
+from compiler.passes.discretise import as_sop, rebuild, walk
+from compiler.passes.outputs import Root, as_root
 from rasp import rasp
 
 KEYS_SUFFIX = "_joint_keys"
@@ -94,7 +95,8 @@ def _holds(tree: tuple, key: Any, query: Any) -> bool:
 def _leaves(selector: rasp.Selector) -> list[rasp.Selector]:
     if isinstance(selector, (rasp.Select, rasp.ConstantSelector)):
         return [selector]
-    return [leaf for child in selector.children for leaf in _leaves(child)]
+    # The operands of a selector combination (and, or, not) are selectors.
+    return [leaf for child in selector.children for leaf in _leaves(cast(rasp.Selector, child))]
 
 
 def _pack(sops: list[rasp.SOp], label: str) -> rasp.SOp:
@@ -116,6 +118,7 @@ def _tree(selector: rasp.Selector, keys: list, queries: list, single_k: bool, si
     if isinstance(selector, rasp.SelectorNot):
         return ("not", _tree(selector.inner, keys, queries, single_k, single_q))
     op = "and" if isinstance(selector, rasp.SelectorAnd) else "or"
+    selector = cast("rasp.SelectorAnd | rasp.SelectorOr", selector)  # the only combinations left
     return (op, _tree(selector.fst, keys, queries, single_k, single_q), _tree(selector.snd, keys, queries, single_k, single_q))
 
 
@@ -143,7 +146,7 @@ def _needs_joint(selector: rasp.Selector) -> bool:
     return False
 
 
-def join_selectors(program: rasp.SOp) -> rasp.SOp:
+def join_selectors(program: Root) -> Root:
     """`program` with every selector that is no conjunction of leaves replaced by one joint
     `Select` (module docstring); `program` itself when there is none."""
     if not isinstance(program, rasp.RASPExpr):
@@ -162,7 +165,7 @@ def join_selectors(program: rasp.SOp) -> rasp.SOp:
         now = current(expr)
         if isinstance(now, rasp.Selector) and not isinstance(now, rasp.Select) and _needs_joint(now):
             replaced[id(expr)] = _joint(now)
-    return current(program)
+    return as_root(current(program))
 
 
 def defined_or_absent(sop: rasp.SOp) -> rasp.SOp:
@@ -173,7 +176,7 @@ def defined_or_absent(sop: rasp.SOp) -> rasp.SOp:
     return rasp.categorical(copy).named(sop.label + ABSENT_SUFFIX)
 
 
-def fill_absent(program: rasp.SOp, graph: nx.DiGraph) -> rasp.SOp:
+def fill_absent(program: Root, graph: nx.DiGraph) -> Root:
     """`program` whose packing steps read `defined_or_absent(part)` instead of each part that
     can be None (and a joint lookup with a `not`, its unpacked side that can be None: `_negates`);
     `program` itself when there is none. `graph` is its traced graph with values."""
@@ -199,7 +202,7 @@ def fill_absent(program: rasp.SOp, graph: nx.DiGraph) -> rasp.SOp:
         if id(expr) not in nullable:
             return current(expr)
         if id(expr) not in filled:
-            filled[id(expr)] = defined_or_absent(current(expr))
+            filled[id(expr)] = defined_or_absent(as_sop(current(expr)))  # read by a pack or a Select: an s-op
         return filled[id(expr)]
 
     for expr in order:
@@ -207,7 +210,7 @@ def fill_absent(program: rasp.SOp, graph: nx.DiGraph) -> rasp.SOp:
             replaced[id(expr)] = rebuild(expr, part)
         elif any(id(child) in replaced for child in expr.children):
             replaced[id(expr)] = rebuild(expr, current)
-    return current(program)
+    return as_root(current(program))
 
 
 def _negates(predicate: Any) -> bool:

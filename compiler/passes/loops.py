@@ -40,7 +40,7 @@ from compiler.errors import UnsupportedProgramError, ValueInferenceError
 from compiler.passes import graph as g
 from compiler.passes import nodes
 from compiler.passes.allocate import Allocator, longest_path, place_blocks
-from compiler.passes.discretise import rebuild, walk
+from compiler.passes.discretise import as_sop, rebuild, walk
 from compiler.passes.outputs import Outputs
 from compiler.passes.values import MAX_VALUE_SET_SIZE, infer_values
 from compiler.passes.variants import merged, signature
@@ -103,7 +103,7 @@ def loop_program(loop: rasp.Loop) -> LoopProgram:
                 [f"{loop.label}: its init reads {expr.label!r}, a loop or a loop's state; nested loops "
                  "are not compiled"]
             )
-    next_state = current(loop.next_state)
+    next_state = as_sop(current(loop.next_state))
     return LoopProgram(Outputs((state, next_state)), state.label, next_state.label, loop.steps)
 
 

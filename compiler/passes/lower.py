@@ -66,11 +66,15 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
         return MLP(LinearMap.zero(in_space, hidden), LinearMap.zero(hidden, out_space))
     if not numerical_in:
         build = categorical_mlp.map_categorical_to_numerical_mlp if numerical_out else categorical_mlp.map_categorical_mlp
-        narrow = {}
+        narrow = False
+        bos_space: VectorSpaceWithBasis | None = None
         if options.narrow_lookups:  # complement units only where the input is never None
             never_none = not graph.nodes[inner].get(nodes.NULLABLE, True)
-            narrow = {"narrow": True, "bos_space": options.bos_space if never_none else None}
-        mlp = build(in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space, **narrow)
+            narrow, bos_space = True, options.bos_space if never_none else None
+        mlp = build(
+            in_space, out_space, fn, hidden_name=g.hidden_name(label), one_space=options.one_space,
+            narrow=narrow, bos_space=bos_space,
+        )
         if narrow and mlp.hidden_space.num_dims < in_space.num_dims:
             record(graph, [f"narrow_lookups: Map {label} (of {inner}) with {mlp.hidden_space.num_dims} "
                            f"hidden units instead of {in_space.num_dims}"])
@@ -268,6 +272,7 @@ def _lower_aggregate(
             inner, fn = folds[expr.sop.label].inner, folds[expr.sop.label].fn
         if written is not None:
             fn = written.fn if fn is None else Composed(written.fn, fn)
+        assert fn is not None  # a folded Map's function, a folded output's, or both
         value_map = fold_maps.value_map(output_space(graph, inner), out_space, fn, g.is_numerical(graph, label))
     elif g.is_numerical(graph, label):
         value_map = categorical_attn.numerical_value_map(output_space(graph, expr.sop.label), out_space)

@@ -94,7 +94,9 @@ def fit_none_flag(
     function returns None on some input values (None for other nodes)."""
     if not returns_none(graph, label):
         return None
-    fn, inner = numerical_map_operation(graph, label)
+    operation = numerical_map_operation(graph, label)
+    assert operation is not None, label  # returns_none holds only for such a Map
+    fn, inner = operation
     return _fit(graph, IsNone(fn), inner, g.none_space(graph, label), mlp_exactness, bos, f"{label}_none_table")
 
 

@@ -12,6 +12,7 @@ for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias, cast
 
 from rasp import rasp
 
@@ -21,6 +22,8 @@ class Outputs(rasp.RASPExpr):
 
     default_label_stem = "outputs"
 
+    _programs: tuple[rasp.SOp, ...]
+
     def __init__(self, programs: Sequence[rasp.SOp]) -> None:
         super().__init__()
         self._set("_programs", tuple(programs))
@@ -28,6 +31,21 @@ class Outputs(rasp.RASPExpr):
     @property
     def children(self) -> tuple[rasp.RASPExpr, ...]:
         return self._programs
+
+
+# What the program-level passes rewrite: one program, or several tied together by `Outputs`.
+Root: TypeAlias = rasp.SOp | Outputs
+
+
+def as_root(expr: rasp.RASPExpr) -> Root:
+    """`expr`, the rewrite of a root, typed as the root it is.
+
+    The program-level passes rewrite expressions children-first and keep each one's kind (an
+    s-op becomes an s-op, an `Outputs` an `Outputs`: `compiler.passes.discretise.rebuild`), so a
+    root's rewrite is a root. Not checked here: a program that is no root passes through the
+    passes unchanged and `compiler.passes.graph.trace` reports it.
+    """
+    return cast(Root, expr)
 
 
 def programs_of(root: rasp.RASPExpr) -> tuple[rasp.RASPExpr, ...]:

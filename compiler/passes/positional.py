@@ -144,13 +144,13 @@ def _sequence_map(
             cache[key] = zs[0]
         return cache[key]
 
-    linear = isinstance(expr, rasp.LinearSequenceMap)
+    linear = expr if isinstance(expr, rasp.LinearSequenceMap) else None
     sets = []
     try:
         for a, b in zip(fst, snd):
             if same:
                 values = {f(x, x) for x in a}
-            elif linear and (blocks := linear_values(expr.fst_fac, expr.snd_fac, a, b, False)) is not None:
+            elif linear is not None and (blocks := linear_values(linear.fst_fac, linear.snd_fac, a, b, False)) is not None:
                 values = set()
                 for kind, block in blocks:
                     values.update(block)

@@ -10,10 +10,11 @@ earlier positions, so validation refuses `length` with causal=True (`USES_LENGTH
 from __future__ import annotations
 
 from compiler.passes.discretise import rebuild, walk
+from compiler.passes.outputs import Root, as_root
 from rasp import rasp
 
 
-def expand_length(program: rasp.SOp) -> tuple[rasp.SOp, bool]:
+def expand_length(program: Root) -> tuple[Root, bool]:
     """`program` with every `LengthType` replaced, and whether there was one."""
     if not isinstance(program, rasp.RASPExpr):
         return program, False
@@ -32,4 +33,4 @@ def expand_length(program: rasp.SOp) -> tuple[rasp.SOp, bool]:
             replaced[id(expr)] = rasp.annotate(width, **dict(expr.annotations))
         elif any(id(child) in replaced for child in expr.children):
             replaced[id(expr)] = rebuild(expr, current)
-    return current(program), True
+    return as_root(current(program)), True

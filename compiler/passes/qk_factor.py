@@ -19,6 +19,8 @@ head, see `craft.maps.SPARSE_ABOVE`) gives sparse factors, and is never made den
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from scipy import sparse
 from scipy.sparse import coo_matrix
@@ -77,7 +79,7 @@ def sparse_factors(matrix: np.ndarray | sparse.sparray) -> tuple[np.ndarray, np.
     rows, cols = matrix.shape
     nonzero_rows, nonzero_cols = matrix.nonzero()
     if nonzero_rows.size == 0:
-        a, b = _identity_factors(matrix.toarray() if is_sparse else matrix)
+        a, b = _identity_factors(cast(sparse.csr_array, matrix).toarray() if is_sparse else matrix)
         return (sparse.csr_array(a), sparse.csr_array(b)) if is_sparse else (a, b)
     graph = coo_matrix(
         (np.ones(nonzero_rows.size), (nonzero_rows, rows + nonzero_cols)), shape=(rows + cols,) * 2
@@ -87,7 +89,7 @@ def sparse_factors(matrix: np.ndarray | sparse.sparray) -> tuple[np.ndarray, np.
     for label in np.unique(component[nonzero_rows]):
         q = np.flatnonzero(component[:rows] == label)
         k = np.flatnonzero(component[rows:] == label)
-        block = matrix[q][:, k].toarray() if is_sparse else matrix[np.ix_(q, k)]
+        block = cast(sparse.csr_array, matrix)[q][:, k].toarray() if is_sparse else matrix[np.ix_(q, k)]
         parts.append((q, k, *_component_factors(block)))
     width = sum(a.shape[1] for _, _, a, _ in parts)
     if is_sparse:

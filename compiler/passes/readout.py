@@ -19,9 +19,9 @@ import networkx as nx
 
 from compiler.passes import graph as g
 from compiler.passes import nodes
-from compiler.passes.discretise import copy_value
+from compiler.passes.discretise import as_sop, copy_value
 from compiler.passes.joint_selectors import fill_absent
-from compiler.passes.outputs import Outputs, programs_of
+from compiler.passes.outputs import Outputs, Root, programs_of
 from compiler.passes.rounding import merge_rounding_twins
 from compiler.passes.values import infer_values
 from rasp import rasp
@@ -29,23 +29,24 @@ from rasp import rasp
 NUMBER_SUFFIX = "_number"
 
 
-def none_readouts(program: rasp.RASPExpr, graph: nx.DiGraph) -> rasp.RASPExpr:
+def none_readouts(program: Root, graph: nx.DiGraph) -> Root:
     """`program` whose numerical outputs that can be None are read out categorically; `program`
     itself when there is none. `graph` is its traced graph with inferred values."""
     outputs = programs_of(program)
     sinks = graph.graph[nodes.SINKS]
     if not any(g.has_none_flag(graph, label) for label in sinks):
         return program
-    rewritten = []
+    rewritten: list[rasp.SOp] = []
     for expr, label in zip(outputs, sinks):
+        output = as_sop(expr)  # the outputs of a traced program are s-ops (`g.trace` checks)
         if g.has_none_flag(graph, label):
-            number = rasp.annotate(expr, name=label + NUMBER_SUFFIX)
-            expr = rasp.categorical(rasp.Map(copy_value, number, simplify=False)).named(label)
-        rewritten.append(expr)
+            number = rasp.annotate(output, name=label + NUMBER_SUFFIX)
+            output = rasp.categorical(rasp.Map(copy_value, number, simplify=False)).named(label)
+        rewritten.append(output)
     return Outputs(tuple(rewritten)) if isinstance(program, Outputs) else rewritten[0]
 
 
-def trace_values(program: rasp.RASPExpr, vocab: Iterable[Any], max_seq_len: int) -> nx.DiGraph:
+def trace_values(program: Root, vocab: Iterable[Any], max_seq_len: int) -> nx.DiGraph:
     """`g.trace` and `infer_values` of `program`, after `joint_selectors.fill_absent`,
     `none_readouts` and `rounding.merge_rounding_twins` (each needs the inferred values, so a
     rewrite is traced and inferred again)."""
@@ -61,5 +62,5 @@ def trace_values(program: rasp.RASPExpr, vocab: Iterable[Any], max_seq_len: int)
     return graph
 
 
-def _merge_twins(program: rasp.RASPExpr, graph: nx.DiGraph) -> rasp.RASPExpr:
+def _merge_twins(program: Root, graph: nx.DiGraph) -> Root:
     return merge_rounding_twins(program, graph, (copy_value,))

@@ -12,7 +12,7 @@ rebuilt (same function, annotations and name), everything else keeps its identit
 from __future__ import annotations
 
 from compiler.passes.discretise import rebuild, walk
-from compiler.passes.outputs import programs_of
+from compiler.passes.outputs import Root, as_root, programs_of
 from rasp import rasp
 
 
@@ -25,7 +25,7 @@ def _priority(program: rasp.RASPExpr, order: list[rasp.RASPExpr]) -> list[rasp.R
     return first + rest
 
 
-def unique_labels(program: rasp.SOp) -> tuple[rasp.SOp, dict[str, str]]:
+def unique_labels(program: Root) -> tuple[Root, dict[str, str]]:
     """`program` with distinct labels, and {new label: the user's label} for every renamed one.
 
     Returns `program` itself (and an empty dict) when its labels are already distinct.
@@ -65,4 +65,4 @@ def unique_labels(program: rasp.SOp) -> tuple[rasp.SOp, dict[str, str]]:
         if new is not expr:
             replaced[id(expr)] = new
     names = {renamed[id(expr)]: expr.label for expr in order if id(expr) in renamed}
-    return current(program), names
+    return as_root(current(program)), names

@@ -40,7 +40,8 @@ from typing import Any
 import networkx as nx
 
 from compiler.passes import nodes
-from compiler.passes.discretise import rebuild, walk
+from compiler.passes.discretise import as_sop, rebuild, walk
+from compiler.passes.outputs import Root, as_root
 from craft.chamber.numerical_mlp import TARGET_TOLERANCE
 from rasp import rasp
 
@@ -92,8 +93,8 @@ def representative(group: tuple[Any, ...]) -> Any:
 
 
 def merge_rounding_twins(
-    program: rasp.RASPExpr, graph: nx.DiGraph, copy_functions: Collection[Callable[[Any], Any]]
-) -> rasp.RASPExpr:
+    program: Root, graph: nx.DiGraph, copy_functions: Collection[Callable[[Any], Any]]
+) -> Root:
     """`program` whose categorical copies (Maps whose function is one of `copy_functions`) send
     float-rounding twins to one value wherever every reader allows it (module docstring);
     `program` itself when none does.
@@ -128,11 +129,11 @@ def merge_rounding_twins(
 
     for expr in walk(program):
         if isinstance(expr, rasp.Map) and expr.f in copy_functions and expr.label in merges:
-            merged = rasp.Map(merges[expr.label], current(expr.inner), simplify=False)
+            merged = rasp.Map(merges[expr.label], as_sop(current(expr.inner)), simplify=False)
             replaced[id(expr)] = rasp.annotate(merged, **dict(expr.annotations))
         elif any(id(child) in replaced for child in expr.children):
             replaced[id(expr)] = rebuild(expr, current)
-    return current(program)
+    return as_root(current(program))
 
 
 class _Readers:

@@ -114,12 +114,11 @@ def _normalise(selector: rasp.Selector, negate: bool) -> list[Leaf]:
         return [Leaf(INDICES_NAME, INDICES_NAME, predicate, negate)]
     if isinstance(selector, rasp.SelectorNot):
         return _normalise(selector.inner, not negate)
-    is_and = isinstance(selector, rasp.SelectorAnd)
-    is_or = isinstance(selector, rasp.SelectorOr)
-    if not (is_and or is_or):
+    if not isinstance(selector, (rasp.SelectorAnd, rasp.SelectorOr)):
         raise UnsupportedProgramError(
             [f"{selector.label}: selector type {type(selector).__name__} is not supported"]
         )
+    is_and = isinstance(selector, rasp.SelectorAnd)
     if is_and != negate:  # and, or not-or (= and of nots)
         return _normalise(selector.fst, negate) + _normalise(selector.snd, negate)
     # or, or not-and (= or of nots): only sound as one leaf over shared keys and queries.

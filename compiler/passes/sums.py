@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable
+from typing import cast
 
 from compiler.errors import UnsupportedProgramError
 from compiler.passes import selectors
-from compiler.passes.discretise import rebuild, walk
+from compiler.passes.discretise import as_selector, as_sop, rebuild, walk
+from compiler.passes.outputs import Root, as_root
 from craft.bases import INDICES_NAME
 from rasp import rasp
 
@@ -43,7 +45,8 @@ class TimesCount:
 
     def multiplier(self, count: Hashable) -> int:
         """The factor for one value of the count s-op (a width, or an index with `by_index`)."""
-        width = self.by_index[count] if self.by_index is not None else count
+        value = cast(int, count)  # a count s-op's values are widths or indices: ints
+        width = self.by_index[value] if self.by_index is not None else value
         return width if width > 0 else 1
 
     def __call__(self, mean: float, count: Hashable) -> float:
@@ -96,7 +99,7 @@ def is_sum(expr: rasp.RASPExpr) -> bool:
     return isinstance(expr, rasp.SequenceMap) and isinstance(expr.f, TimesCount)
 
 
-def expand_sums(program: rasp.SOp, max_seq_len: int) -> rasp.SOp:
+def expand_sums(program: Root, max_seq_len: int) -> Root:
     """`program` with every `SumAggregate` expressed as mean x count (module docstring).
 
     Returns `program` itself when it has none.
@@ -113,7 +116,8 @@ def expand_sums(program: rasp.SOp, max_seq_len: int) -> rasp.SOp:
 
     for expr in order:
         if isinstance(expr, rasp.SumAggregate):
-            replaced[id(expr)] = _expand(expr, current(expr.selector), current(expr.sop), max_seq_len)
+            selector, sop = as_selector(current(expr.selector)), as_sop(current(expr.sop))
+            replaced[id(expr)] = _expand(expr, selector, sop, max_seq_len)
         elif any(id(child) in replaced for child in expr.children):
             replaced[id(expr)] = rebuild(expr, current)
-    return current(program)
+    return as_root(current(program))

@@ -375,7 +375,7 @@ def _check_resolvable(graph: nx.DiGraph, label: str, f: Any, inner: str) -> list
 
 
 def _check_selector(
-    graph: nx.DiGraph, expr: rasp.SOp, causal: bool, strict: bool, notes: list[str]
+    graph: nx.DiGraph, expr: rasp.Aggregate | rasp.SelectorWidth, causal: bool, strict: bool, notes: list[str]
 ) -> list[str]:
     selector = expr.selector
     try:
@@ -411,7 +411,7 @@ def _check_selector(
     return problems
 
 
-def _check_joint(graph: nx.DiGraph, expr: rasp.SOp, leaf: selectors.Leaf) -> list[str]:
+def _check_joint(graph: nx.DiGraph, expr: rasp.Aggregate | rasp.SelectorWidth, leaf: selectors.Leaf) -> list[str]:
     """A joint key/query lookup (`compiler.passes.joint_selectors`) is exact only over packed
     s-ops that are never None: a None part would make the whole packed value None."""
     problems = []

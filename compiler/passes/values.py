@@ -76,9 +76,9 @@ def infer_values(
         if not isinstance(node[nodes.EXPR], rasp.SOp):
             continue
         if fixed is not None and label in fixed:
-            value_set, nullable, variants = fixed[label]
-            node[nodes.VALUE_SET], node[nodes.NULLABLE], node[nodes.BY_POSITION] = frozenset(value_set), nullable, None
-            node[nodes.VARIANTS] = dict(variants)
+            fixed_values, fixed_nullable, fixed_variants = fixed[label]
+            node[nodes.VALUE_SET], node[nodes.NULLABLE], node[nodes.BY_POSITION] = frozenset(fixed_values), fixed_nullable, None
+            node[nodes.VARIANTS] = dict(fixed_variants)
             continue
         positional = infer_positional(graph, node, vocab_set, max_seq_len, _call)
         if positional is not None:
@@ -221,6 +221,7 @@ def _apply_unary(expr: rasp.Map, f: Callable, inner: dict, numerical: bool) -> I
     found = Collector()
     nullable = inner[nodes.NULLABLE]
     variants = _variants(inner)
+    ys: Iterable[Any]
     for x in _sorted(inner[nodes.VALUE_SET]):
         if variants and x in variants:
             ys = results(expr.label, (expr.inner.label,), (x,), (variants[x],), _caller(expr, f))
@@ -230,11 +231,12 @@ def _apply_unary(expr: rasp.Map, f: Callable, inner: dict, numerical: bool) -> I
     return _checked(expr, found.values, numerical), nullable, found.variants
 
 
-def _apply_binary(graph: nx.DiGraph, expr: rasp.SOp, fst: dict, snd: dict, numerical: bool) -> Inferred:
+def _apply_binary(graph: nx.DiGraph, expr: rasp.SequenceMap, fst: dict, snd: dict, numerical: bool) -> Inferred:
     xs, ys = _sorted(fst[nodes.VALUE_SET]), _sorted(snd[nodes.VALUE_SET])
     x_variants, y_variants = _variants(fst), _variants(snd)
     labels = (expr.fst.label, expr.snd.label)
     found = Collector()
+    zs: Iterable[Any]
     if expr.fst.label == expr.snd.label:  # f(x, x): only the diagonal occurs
         nullable = fst[nodes.NULLABLE]
         for x in xs:
@@ -260,7 +262,7 @@ def _apply_binary(graph: nx.DiGraph, expr: rasp.SOp, fst: dict, snd: dict, numer
         for y in ys:
             y_options = y_variants.get(y) if any_variants and y_variants else None
             if x_options is None and y_options is None:
-                zs: Iterable[Any] = (_call(expr, expr.f, (x, y)),)
+                zs = (_call(expr, expr.f, (x, y)),)
             else:
                 zs = results(expr.label, labels, (x, y), (x_options, y_options), _caller(expr, expr.f))
             nullable = _gather(found, zs) or nullable
@@ -353,8 +355,8 @@ def _apply_cone(graph: nx.DiGraph, expr: rasp.SOp, numerical: bool) -> Inferred 
     for source in sources:
         node = graph.nodes[source]
         variants = _variants(node)
-        found = [v for x in _sorted(node[nodes.VALUE_SET]) for v in choices(variants, x)]
-        options.append(found + ([None] if node[nodes.NULLABLE] else []))
+        taken = [v for x in _sorted(node[nodes.VALUE_SET]) for v in choices(variants, x)]
+        options.append(taken + ([None] if node[nodes.NULLABLE] else []))
     if math.prod(len(c) for c in options) > MAX_VALUE_SET_SIZE:
         return None
     found = Collector()
@@ -409,7 +411,7 @@ def _linear_combinations(expr: rasp.LinearSequenceMap, fst: dict, snd: dict, num
     return _checked(expr, found.values, numerical), fst[nodes.NULLABLE] or snd[nodes.NULLABLE], found.variants
 
 
-def _bag_sums(expr: rasp.SOp, values: frozenset, max_seq_len: int, what: str = "means") -> Iterator[tuple[int, np.ndarray]]:
+def _bag_sums(expr: rasp.Aggregate | rasp.SumAggregate, values: frozenset, max_seq_len: int, what: str = "means") -> Iterator[tuple[int, np.ndarray]]:
     """`(n, sums)` for n = 1 .. `max_seq_len`: every sum of a bag of n elements of `values`.
 
     Sumsets (the achievable sums of n elements), which stay small for the integer-like values
@@ -450,7 +452,7 @@ def _bag_sums(expr: rasp.SOp, values: frozenset, max_seq_len: int, what: str = "
         yield n, sums
 
 
-def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
+def bag_means(expr: rasp.Aggregate, values: frozenset, max_seq_len: int) -> set:
     """Every mean of a non-empty bag of at most `max_seq_len` elements drawn from `values`.
 
     Means are `sum / n` in float64, the same numbers the evaluator's `sum(values) / len(values)`
@@ -470,7 +472,7 @@ def bag_means(expr: rasp.SOp, values: frozenset, max_seq_len: int) -> set:
     return means
 
 
-def bag_sums(expr: rasp.SOp, values: frozenset, max_seq_len: int, variants: Variants = NO_VARIANTS) -> Collector:
+def bag_sums(expr: rasp.Aggregate | rasp.SumAggregate, values: frozenset, max_seq_len: int, variants: Variants = NO_VARIANTS) -> Collector:
     """Every sum of a non-empty bag of at most `max_seq_len` elements drawn from `values` (the
     values a SumAggregate takes where it selects something), of the type Python's `sum` gives:
     an int for a bag of ints and bools, a float for a bag holding a float (`variants`: the

@@ -101,7 +101,9 @@ def fold_maps_into_attention(graph: nx.DiGraph) -> nx.DiGraph:
         fn, (inner,) = g.operation(graph, label)
         for head in heads:
             node = graph.nodes[head]
-            folded = FoldedMap(label, inner, fn, _roles(graph, label, head))
+            head_roles = _roles(graph, label, head)
+            assert head_roles is not None, head  # foldable_heads returns attention heads only
+            folded = FoldedMap(label, inner, fn, head_roles)
             inputs = g.node_inputs(graph, head)
             node[nodes.INPUTS] = tuple(sorted({inner if i == label else i for i in inputs}))
             node[nodes.FOLDED_MAPS] = {**node.get(nodes.FOLDED_MAPS, {}), label: folded}

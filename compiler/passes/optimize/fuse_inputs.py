@@ -92,7 +92,8 @@ def fuse_map_inputs(graph: nx.DiGraph) -> nx.DiGraph:
         maps = [i if _fusable_input(graph, label, i) else None for i in inputs]
         if not any(maps) or not _smaller_fused(graph, inputs, maps):
             continue
-        new_inputs, functions = [], []
+        new_inputs: list[str] = []
+        functions: list[Callable[[Any], Any] | None] = []
         for source, map_label in zip(inputs, maps):
             if map_label is None:
                 new_inputs.append(source)

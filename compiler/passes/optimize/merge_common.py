@@ -24,10 +24,10 @@ import dataclasses
 import enum
 import types
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from compiler.passes.discretise import rebuild, walk
-from compiler.passes.outputs import Outputs, programs_of
+from compiler.passes.outputs import Outputs, Root, as_root, programs_of
 from rasp import rasp
 
 PLAIN = (type(None), bool, int, float, complex, str, bytes)
@@ -45,7 +45,8 @@ def _value_key(value: Any) -> Hashable:
     e.g. an s-op's `==` builds a new s-op)."""
     if _plain(value):
         return ("plain", type(value).__name__, repr(value))
-    frozen = dataclasses.is_dataclass(value) and not isinstance(value, type) and value.__dataclass_params__.frozen
+    # Every dataclass instance has `__dataclass_params__` (typeshed's `DataclassInstance` omits it).
+    frozen = dataclasses.is_dataclass(value) and not isinstance(value, type) and cast(Any, value).__dataclass_params__.frozen
     if isinstance(value, enum.Enum) or frozen:
         try:
             hash(value)
@@ -96,7 +97,7 @@ def _key(expr: rasp.RASPExpr) -> Hashable | None:
     return (type(expr), parameters, tuple(id(child) for child in expr.children), annotations)
 
 
-def merge_common(program: rasp.SOp) -> tuple[rasp.SOp, tuple[str, ...]]:
+def merge_common(program: Root) -> tuple[Root, tuple[str, ...]]:
     """`program` with duplicate computations merged, and one line per merged expression."""
     if not isinstance(program, rasp.RASPExpr):
         return program, ()
@@ -120,4 +121,4 @@ def merge_common(program: rasp.SOp) -> tuple[rasp.SOp, tuple[str, ...]]:
             )
         if kept is not expr:
             replaced[id(expr)] = kept
-    return current(program), tuple(merged)
+    return as_root(current(program)), tuple(merged)

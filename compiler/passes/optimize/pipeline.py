@@ -21,10 +21,10 @@ from compiler.passes.optimize.fuse_inputs import fuse_map_inputs
 from compiler.passes.optimize.merge_common import merge_common
 from compiler.passes.optimize.prune_tables import prune_tables
 from compiler.passes.optimize.prune_values import prune_values
-from rasp import rasp
+from compiler.passes.outputs import Root
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
-ProgramPass = Callable[[rasp.SOp], tuple[rasp.SOp, tuple[str, ...]]]
+ProgramPass = Callable[[Root], tuple[Root, tuple[str, ...]]]
 
 # Applied to the RASP program before tracing: (program -> program, lines describing changes).
 PROGRAM_PASSES: dict[str, ProgramPass] = {"merge_common": merge_common}
@@ -70,7 +70,7 @@ def selected_passes(optimize: bool | Iterable[str]) -> tuple[str, ...]:
     return tuple(name for name in PASSES if name in names)
 
 
-def optimize_program(program: rasp.SOp, passes: Iterable[str]) -> tuple[rasp.SOp, tuple[str, ...]]:
+def optimize_program(program: Root, passes: Iterable[str]) -> tuple[Root, tuple[str, ...]]:
     """Run the named program passes; returns the rewritten program and what each one changed
     (record the lines on the traced graph with `record`)."""
     lines: tuple[str, ...] = ()

@@ -12,6 +12,8 @@ Sound: the recomputation is value inference itself, on sets that only shrank.
 
 from __future__ import annotations
 
+from typing import Any
+
 import networkx as nx
 
 from compiler.passes import graph as g
@@ -30,6 +32,7 @@ def _recomputed(graph: nx.DiGraph, label: str) -> frozenset | None:
     """The values `label` can take given its inputs' current value sets; None when unknown."""
     node = graph.nodes[label]
     kind = node[nodes.KIND]
+    arguments: list[tuple[Any, ...]] | None  # argument tuples of the node's function
     if kind is g.NodeKind.MAP:
         fn, (inner,) = g.operation(graph, label)
         arguments = [(x,) for x in graph.nodes[inner][nodes.VALUE_SET]] if _categorical(graph, inner) else None
