@@ -25,7 +25,7 @@ from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.layout import lay_out
 from compiler.passes.lower import LoweringOptions, lower
 from compiler.passes.optimize import FACTOR_QK, NARROW_LOOKUPS, optimize_graph, optimize_program, record, selected_passes
-from compiler.passes.outputs import Outputs
+from compiler.passes.outputs import Outputs, as_root
 from compiler.passes.readout import trace_values
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes
 from compiler.passes.sums import expand_sums
@@ -41,9 +41,10 @@ COMPILER_PAD = "compiler_pad"
 
 
 def _root(program: rasp.SOp | Sequence[rasp.SOp]) -> rasp.SOp | Outputs:
-    """The expression the passes start from: the program, or an `Outputs` tying several."""
+    """The expression the passes start from: the program, or an `Outputs` tying several.
+    Anything else passes through as it is (`as_root`), for the checks to refuse by name."""
     if isinstance(program, rasp.RASPExpr) or not isinstance(program, (list, tuple)):
-        return program
+        return as_root(program)
     if not program:
         raise InvalidInputError("compile_rasp got an empty list of programs; pass at least one s-op")
     for i, output in enumerate(program):

@@ -27,7 +27,7 @@ import numpy as np
 
 from compiler.passes import graph as g
 from compiler.passes import nodes
-from craft.blocks import Block, combine_in_parallel
+from craft.blocks import MLP, MultiAttentionHead, combine_in_parallel
 
 # An allocator maps the lowered graph to {label: sub-layer index of the node's *last* block}.
 Allocator = Callable[[nx.DiGraph], dict[str, int]]
@@ -128,7 +128,7 @@ def milp_schedule(graph: nx.DiGraph) -> dict[str, int]:
     return ready
 
 
-def place_blocks(graph: nx.DiGraph, allocator: Allocator = longest_path) -> list[Block | None]:
+def place_blocks(graph: nx.DiGraph, allocator: Allocator = longest_path) -> list[MLP | MultiAttentionHead | None]:
     """The model's sub-layers: each holds the blocks `allocator` placed there, run in parallel
     (`None` for an empty sub-layer). Records every node's transformer layer as `LAYER`.
 

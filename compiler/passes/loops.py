@@ -45,7 +45,7 @@ from compiler.passes.outputs import Outputs
 from compiler.passes.values import MAX_VALUE_SET_SIZE, infer_values
 from compiler.passes.variants import merged, signature
 from craft.bases import BasisDirection, VectorSpaceWithBasis
-from craft.blocks import MLP, Block, combine_in_parallel
+from craft.blocks import MLP, Block, MultiAttentionHead, combine_in_parallel
 from craft.maps import LinearMap
 from rasp import rasp
 
@@ -238,7 +238,7 @@ def _retarget(mlp: MLP, targets: dict[BasisDirection, BasisDirection | None]) ->
 class LoopLayout:
     """The sub-layers (one copy of the tied block) and the block's span `[start, stop)`."""
 
-    sublayers: tuple[Block | None, ...]
+    sublayers: tuple[MLP | MultiAttentionHead | None, ...]
     start: int
     stop: int
     fused_commit: bool

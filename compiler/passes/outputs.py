@@ -37,7 +37,7 @@ class Outputs(rasp.RASPExpr):
 Root: TypeAlias = rasp.SOp | Outputs
 
 
-def as_root(expr: rasp.RASPExpr) -> Root:
+def as_root(expr: object) -> Root:
     """`expr`, the rewrite of a root, typed as the root it is.
 
     The program-level passes rewrite expressions children-first and keep each one's kind (an
