@@ -155,6 +155,21 @@ def test_an_unbounded_error_on_both_sides_of_a_difference_gives_no_claim():
     assert [w.role for w in config.claims if w.status == claims.WRONG_CLAIM] == []
 
 
+@pytest.mark.filterwarnings("ignore::compiler.errors.CausalSemanticsWarning")
+def test_an_unbounded_score_shift_is_not_read_as_none():
+    """Claims fuzz program 810 of seed 0 (optimised, causal): `v6`'s errors are unbounded after an
+    early lookup breaks at d = 57, and a head reads `v6` through an all-equal block (a `TRUE`
+    comparison joined into its selector). The head's score shift came out NaN (an unbounded move
+    times a zero noise), which `max` and `>` read as no shift, so the output was claimed exact
+    (load 0.31) while the model was wrong on 75 of 120 inputs. A NaN shift is now unbounded."""
+    options = claims.ClaimsOptions(programs=10_000, seed=0, configs=1)
+    (config,) = claims.claims_of_program(options, 810).configs
+    assert (config.optimize, config.causal, config.status) == (True, True, claims.COMPILED)
+    mid = next(w for w in config.claims if w.role == "packed-mid")
+    assert (mid.d, mid.wrong, mid.status) == (57, 75, claims.NOT_CLAIMED)
+    assert [w.role for w in config.claims if w.status == claims.WRONG_CLAIM] == []
+
+
 def test_a_program_whose_worker_was_killed_is_recorded_as_a_timeout_and_fails_the_run():
     record = claims.lost_claims((OPTIONS, 2), "over 900 s: its worker process was killed")
     assert [c.status for c in record.configs] == [claims.TIMEOUT] and record.failed
