@@ -28,7 +28,7 @@ def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int
         return y
     assert out_width is not None, "a scattered output needs its width"
     placement = np.zeros((len(spec.out_idx), out_width), dtype=x.dtype)  # column j -> out_idx[j], summed
-    placement[np.arange(len(spec.out_idx)), np.asarray(spec.out_idx)] = 1
+    placement[np.arange(len(spec.out_idx)), np.asarray(spec.out_idx, dtype=np.intp)] = 1
     return y @ placement
 
 

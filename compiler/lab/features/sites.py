@@ -121,14 +121,14 @@ def embedding_tables(compiled: CompiledModel, projection: np.ndarray | None) -> 
     config = compiled.config
     embed = compiled.params[f"{MODULE_NAME}/embed"]
     width = config.residual_width
-    tables = [sparse_matrix(config.token_embed, embed["token"], config.vocab_size, width)]
-    positions = config.max_seq_len + 1
-    tables.append(sparse_matrix(config.pos_embed, embed["position"], positions, width) if "position" in embed
-                  else sparse.csr_array((positions, width), dtype=np.float32))
+    tokens = sparse_matrix(config.token_embed, embed["token"], config.vocab_size, width)
+    count = config.max_seq_len + 1
+    positions = (sparse_matrix(config.pos_embed, embed["position"], count, width) if "position" in embed
+                 else sparse.csr_array((count, width), dtype=np.float32))
     if projection is None:
-        return tuple(np.asarray(t.toarray(), np.float32) for t in tables)  # type: ignore[return-value]
+        return np.asarray(tokens.toarray(), np.float32), np.asarray(positions.toarray(), np.float32)
     w = np.asarray(projection, np.float64)
-    return tuple(np.asarray(t.astype(np.float64) @ w, np.float32) for t in tables)  # type: ignore[return-value]
+    return np.asarray(tokens.astype(np.float64) @ w, np.float32), np.asarray(positions.astype(np.float64) @ w, np.float32)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -186,7 +186,8 @@ class SiteRunner:
 
     @functools.cached_property
     def _tables(self) -> tuple[jax.Array, jax.Array]:
-        return tuple(jnp.asarray(t) for t in embedding_tables(self.compiled, self.projection))  # type: ignore[return-value]
+        tokens, positions = embedding_tables(self.compiled, self.projection)
+        return jnp.asarray(tokens), jnp.asarray(positions)
 
     @functools.cached_property
     def _w(self) -> jax.Array | None:
