@@ -20,7 +20,6 @@ from tqdm import tqdm
 import rasp
 from compiler import CompiledModel
 from compiler.errors import LabError
-from compiler.model.encoders import EMPTY_THRESHOLD
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -129,6 +128,7 @@ def _right(compiled: CompiledModel, refs: References, output: np.ndarray, rows: 
     output = np.asarray(output)
     if output.ndim == 2:
         output = output[..., None]
+    encoders = _encoders(compiled)
     right_inputs = {}
     for p, (label, columns) in enumerate(compiled.output_columns.items()):
         block = output[..., columns]
@@ -138,8 +138,9 @@ def _right(compiled: CompiledModel, refs: References, output: np.ndarray, rows: 
             gap = np.min(np.diff(values)) / 2 if len(values) > 1 else 0.5
             right = np.abs(block[..., 0] - targets) < gap
         else:
-            shown = block.max(axis=-1) >= EMPTY_THRESHOLD if block.shape[-1] else np.zeros(targets.shape, bool)
-            right = shown & (np.argmax(block, axis=-1) == targets) if block.shape[-1] else np.zeros(targets.shape, bool)
+            index = encoders[p].value_indices(block)  # the model's decoder: argmax, -1 for None
+            shown = index >= 0
+            right = shown & (index == targets)
             if refs.nones:
                 nones = refs.nones[p][rows]
                 right = np.where(nones, ~shown, right)

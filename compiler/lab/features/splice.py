@@ -42,18 +42,13 @@ def decoded(compiled: CompiledModel, output: np.ndarray) -> np.ndarray:
     if output.ndim == 2:
         output = output[..., None]
     parts = []
-    for columns, encoder in zip(compiled.output_columns.values(), _encoders(compiled)):
-        block = output[..., columns]
-        if encoder.numerical:
+    for part in compiled.output_parts:
+        block = output[..., part.columns]
+        if part.numerical:
             parts.append(np.round(block[..., 0], 3))
         else:  # an ablated output (all zeros up to float noise) decodes as None, -1
-            parts.append(encoder.value_indices(block))
+            parts.append(part.encoder.value_indices(block))
     return np.stack(parts, axis=-1)
-
-
-def _encoders(compiled: CompiledModel):
-    encoder = compiled.output_encoder
-    return getattr(encoder, "encoders", (encoder,))
 
 
 def spliced_accuracy(compiled: CompiledModel, coder: SparseCoder, refs: References, site: Site,

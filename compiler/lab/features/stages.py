@@ -259,10 +259,13 @@ def _tightest(compiled: CompiledModel, bound: InterferenceBound, count: int, see
             hits.append(np.ones(len(part), bool))
             continue
         on = np.zeros(out.shape[:2], bool)
-        for columns_of in compiled.output_columns.values():  # each program's decoded value
-            block = out[..., columns_of]
-            best = np.arange(columns)[columns_of][np.argmax(block, axis=-1)]
-            on |= np.isin(best, bound.tightest) & (block.max(axis=-1) >= 0.5)
+        for program in compiled.output_parts:  # each program's value as the model's decoder reads it
+            own = np.arange(columns)[program.columns]
+            if program.numerical:  # a number is read at every position
+                on |= bool(np.isin(own, bound.tightest).any())
+                continue
+            index = program.encoder.value_indices(out[..., program.columns])
+            on |= np.isin(own[np.maximum(index, 0)], bound.tightest) & (index >= 0) if own.size else False
         real = part != compiled.config.pad_id
         real[:, 0] = False
         hits.append(np.any(on & real, axis=1))

@@ -39,7 +39,7 @@ from compiler.lab.zoo.records import OK
 from compiler.lab.zoo.sampling import rebuild
 from compiler.lab.zoo.shards import DATA
 from compiler.model.agree import same_outputs
-from compiler.model.encoders import EMPTY_THRESHOLD
+from compiler.model.encoders import OutputEncoder
 from rasp import rasp
 
 EXACT = ("unoptimised", "optimised", "reparametrised")
@@ -82,15 +82,9 @@ def decode(record: dict[str, Any], inputs: list[list]) -> list[list]:
     out = zoo_weights.forward(tensors, metadata, ids)
     if metadata["numerical_output"]:
         return [[float(v) for v in out[row, 1 : len(xs) + 1]] for row, xs in enumerate(inputs)]
-    values = json.loads(record["output_values"])
-    decoded = []
-    for row, xs in enumerate(inputs):
-        logits = out[row, 1 : len(xs) + 1]
-        if not values:
-            decoded.append([None] * len(xs))
-            continue
-        decoded.append([None if line.max() < EMPTY_THRESHOLD else values[int(line.argmax())] for line in logits])
-    return decoded
+    values = tuple(json.loads(record["output_values"]))
+    indices = OutputEncoder(values, None).value_indices(out)  # the model's decoder: argmax, -1 for None
+    return [[None if i < 0 else values[i] for i in indices[row, 1 : len(xs) + 1].tolist()] for row, xs in enumerate(inputs)]
 
 
 def audit_record(record: dict[str, Any]) -> str | None:
