@@ -46,7 +46,7 @@ from compression.analytic import interference_bound, packed_projection, packed_w
 from compression.analytic.bound import InterferenceBound
 from compression.analytic.structure import ResidualStructure
 from compression.claims import ENUMERATE_LIMIT, SAMPLES, TIGHTEST_POOL, Check, Claim
-from compression.learned.sampling import enumerate_inputs, sample_inputs
+from compression.learned.sampling import distinct_inputs, enumerate_inputs, sample_inputs
 from compression.task import input_space_of
 from craft.bases import TOKENS_NAME
 from rasp import lib
@@ -214,7 +214,7 @@ def stage_claim(compiled: CompiledModel, programs: tuple[rasp.SOp, ...], structu
     if size <= ENUMERATE_LIMIT:
         ids, kind, tightest = np.asarray(enumerate_inputs(space)), "exhaustive", 0
     else:
-        drawn = np.unique(sample_ids(compiled, samples, seed), axis=0)
+        drawn = distinct_inputs(space, samples, seed)
         ids, kind = np.unique(np.concatenate([drawn, _tightest(compiled, bound, samples, seed)]), axis=0), "sampled"
         tightest = len(ids) - len(drawn)
     refs = rasp_references(compiled, programs, ids)
