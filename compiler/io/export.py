@@ -52,11 +52,10 @@ from typing import Any
 import numpy as np
 
 from compiler.io.export_info import ExportError, ExportInfo
-from compiler.io.files import model_tensors, tensor_name
 from compiler.model import oracle
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec, layer_module
-from compiler.model.dense import config_of_dense_tensors, fold_projection
+from compiler.model.dense import config_of_dense_tensors, dense_tensors, fold_projection, tensor_name
 from compiler.model.tying import untied
 from compiler.model.weights import (
     head_weights,
@@ -199,7 +198,7 @@ def export_weights(
     config = model.config
     width = config.residual_width
     n_heads, d_head, d_mlp = _sizes(model)
-    tensors = model_tensors(model, "dense")
+    tensors = dense_tensors(model)
     mask_axes = _pad_mask_columns(model)
     if projection is not None:
         projection = _checked_projection(projection, width)

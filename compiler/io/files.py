@@ -43,6 +43,7 @@ from compiler.errors import ModelFileError
 from compiler.io import serialize
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, AttentionSpec, MLPSpec, ModelConfig, SparseLinear
+from compiler.model.dense import dense_tensors, tensor_name
 from compiler.model.forms import check_forms, choose_forms
 from compiler.model.reuse import SEPARATOR
 from compiler.model.transformer import build
@@ -111,22 +112,15 @@ def _dense_shape(spec: SparseLinear, rows: int | None, columns: int | None) -> t
     return (spec.shape[0] if rows is None else rows, spec.shape[1] if columns is None else columns)
 
 
-def tensor_name(module: str, name: str) -> str:
-    """The flat name of parameter `name` of Haiku module `module` in a model file or zoo record."""
-    return f"{MODULE_NAME}/{module}/{name}"
-
-
 def model_tensors(model: CompiledModel, storage: str = "dense") -> dict[str, np.ndarray]:
-    """The file's tensors: per parameter, its dense matrix or (sparse) the stored array."""
+    """The file's tensors: per parameter, its dense matrix (`compiler.model.dense.dense_tensors`)
+    or (sparse) the stored array."""
     if storage not in STORAGES:
         raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
-    tensors = {}
-    for (module, name), (spec, rows, columns) in _param_roles(model.config).items():
-        param = np.asarray(model.params[f"{MODULE_NAME}/{module}"][name], dtype=np.float32)
-        if storage == "dense":
-            param = spec.full_matrix(param, *_dense_shape(spec, rows, columns))
-        tensors[tensor_name(module, name)] = np.ascontiguousarray(param, dtype=np.float32)
-    return tensors
+    if storage == "dense":
+        return dense_tensors(model)
+    return {tensor_name(module, name): np.ascontiguousarray(model.params[f"{MODULE_NAME}/{module}"][name], dtype=np.float32)
+            for module, name in _param_roles(model.config)}
 
 
 def _weights_hash(tensors: dict[str, np.ndarray]) -> str:
@@ -296,9 +290,9 @@ def _weights(config: ModelConfig, tensors: dict[str, np.ndarray], version: int, 
         raise _refuse(path, f"inconsistent: weights missing {missing[:5]}, unexpected {extra[:5]}")
     weights: dict[str, dict[str, np.ndarray]] = {f"layer_{i}": {} for i in range(len(config.layers))}
     weights.update(embed={}, unembed={})
-    for tensor_name, (module, name) in names.items():
+    for flat, (module, name) in names.items():
         spec, rows, columns = roles[(module, name)]
-        array = tensors[tensor_name]
+        array = tensors[flat]
         expected: tuple[int, ...]
         if storage == "dense":
             expected = _dense_shape(spec, rows, columns)
@@ -307,11 +301,11 @@ def _weights(config: ModelConfig, tensors: dict[str, np.ndarray], version: int, 
         if array.dtype != np.float32 or array.shape != tuple(expected):
             raise _refuse(
                 path,
-                f"inconsistent: weight {tensor_name!r} is {array.dtype}{list(array.shape)}, "
+                f"inconsistent: weight {flat!r} is {array.dtype}{list(array.shape)}, "
                 f"the config needs float32{list(expected)}",
             )
         if storage == "dense":
-            array = _param_from_dense(spec, array, tensor_name, path)
+            array = _param_from_dense(spec, array, flat, path)
         weights[module][name] = array
     return weights
 

@@ -14,8 +14,9 @@ shows storage: `w_out` as a vector of 22 non-zeros, `w_u` of shape `(4,)`. Two v
   `.../unembed` `w_u: [D, n]`), so treescope, penzai or any Haiku tool sees `[D, ...]`
   matrices, and its forward pass computes what the sparse one does.
 
-Dense weights stored flat, under those names with the module prefix (model files, zoo records),
-become a model again with `config_of_dense_tensors`; `fold_projection` turns them into the
+Dense weights stored flat, under those names with the module prefix (`dense_tensors`: model
+files, zoo records, the export, circuit networks), become a model again with
+`config_of_dense_tensors`; `fold_projection` turns them into the
 weights of the compressed model that a residual projection `W` makes (the one place a projection
 is folded into weights: zoo records, the TransformerLens export and circuit networks use it).
 
@@ -213,6 +214,20 @@ def dense_config_and_weights(model: HasWeights) -> tuple[ModelConfig, dict[str, 
         unembed=_dense_spec(w_u),
     )
     return dense_config, weights
+
+
+def tensor_name(module: str, name: str) -> str:
+    """The flat name of parameter `name` of Haiku module `module` in a model file or zoo record."""
+    return f"{MODULE_NAME}/{module}/{name}"
+
+
+def dense_tensors(model: HasWeights) -> dict[str, np.ndarray]:
+    """Every weight of `model` as a dense float32 matrix over the residual stream, under its flat
+    name (`tensor_name`): the one dense view that model files, zoo records, the TransformerLens
+    export and circuit networks read (`config_of_dense_tensors` is its inverse)."""
+    _, weights = dense_config_and_weights(model)
+    return {tensor_name(module, name): np.ascontiguousarray(value, dtype=np.float32)
+            for module, values in weights.items() for name, value in values.items()}
 
 
 def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, causal: bool, numerical_output: bool,

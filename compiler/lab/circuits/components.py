@@ -24,10 +24,9 @@ import functools
 import numpy as np
 
 from compiler.errors import LabError
-from compiler.io.files import model_tensors, tensor_name
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, layer_module
-from compiler.model.dense import fold_projection
+from compiler.model.dense import dense_tensors, fold_projection, tensor_name
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compiler.model.tying import untied
 from compiler.passes import nodes
@@ -185,9 +184,6 @@ class Network:
         sources = [s for count in self.upstream_counts for s in range(count)]
         return np.asarray(ports, np.int32), np.asarray(sources, np.int32)
 
-    def component_names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.sources) + ("unembed",)
-
     def replace_weights(self, **changes) -> Network:
         """The same network with some arrays replaced (reparametrisations)."""
         return dataclasses.replace(self, **changes)
@@ -277,7 +273,7 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     label = output or next(iter(outputs))
     if label not in outputs:
         raise LabError(f"output {label!r} is not one of the model's outputs {sorted(outputs)}; pass one of those")
-    exact = model_tensors(model, "dense")  # over the residual labels, which name what each part writes
+    exact = dense_tensors(model)  # over the residual labels, which name what each part writes
     folded = exact if projection is None else fold_projection(exact, projection)
 
     def weight(module: str, name: str, tensors: dict[str, np.ndarray] = folded) -> np.ndarray:

@@ -47,6 +47,7 @@ from compiler.lab.circuits.variants import analytic_projection, gd_projection, r
 from compiler.lab.zoo import weights as zoo_weights
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MODULE_NAME, TiedBlock
+from compiler.model.dense import dense_tensors
 from compiler.model.tying import untied
 from rasp import rasp
 
@@ -118,7 +119,7 @@ def learned(base: CompiledModel, program: rasp.SOp, seed: int, steps: int) -> Va
     info = {"method": "gd", "residual_dim": int(base.config.residual_width), "d": int(w.shape[1]),
             "start": start_note, "steps_budget": steps, "seed": seed, "note": note,
             "sequence_accuracy": accuracy, "exact_on_input_space": accuracy == 1.0}
-    tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
+    tensors = zoo_weights.fold_projection(dense_tensors(base), w)
     return VariantModel("gd", base, tensors, info, projection=w, exact=False)
 
 
@@ -152,7 +153,7 @@ def compile_variants(
             if variant == "compressed":
                 base = model(True)
                 w, info = compress(base, program)
-                tensors = zoo_weights.fold_projection(zoo_weights.dense_tensors(base), w)
+                tensors = zoo_weights.fold_projection(dense_tensors(base), w)
                 out[variant] = VariantModel(variant, base, tensors, info, projection=w, exact=False)
             elif variant == "reparametrised":
                 out[variant] = reparametrised(model(True), seed)
@@ -160,7 +161,7 @@ def compile_variants(
                 out[variant] = learned(model(True), program, seed, gd_steps)
             else:
                 base = model(variant == "optimised")
-                out[variant] = VariantModel(variant, base, zoo_weights.dense_tensors(base))
+                out[variant] = VariantModel(variant, base, dense_tensors(base))
         except Exception as error:
             out[variant] = error
         else:

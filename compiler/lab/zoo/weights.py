@@ -31,7 +31,7 @@ import json
 import numpy as np
 import safetensors.numpy
 
-from compiler.io.files import model_tensors, safetensors_bytes
+from compiler.io.files import safetensors_bytes
 from compiler.lab.circuits.components import AttentionLayer, Network
 from compiler.model import dense, oracle
 from compiler.model.compiled_model import CompiledModel
@@ -39,11 +39,6 @@ from compiler.model.config import MODULE_NAME, MLPSpec
 from compiler.model.dense import config_of_dense_tensors
 
 PROJECTION = "projection"
-
-
-def dense_tensors(model: CompiledModel) -> dict[str, np.ndarray]:
-    """The model's weights as dense float32 matrices over the residual stream."""
-    return model_tensors(model, "dense")
 
 
 def network_tensors(net: Network) -> dict[str, np.ndarray]:

@@ -28,6 +28,7 @@ from compiler.lab.zoo.sampling import draw, rebuild
 from compiler.lab.zoo.shards import ZooFolderError, shard_path
 from compiler.lab.zoo.variants import compile_variants
 from compiler.model.agree import same_value
+from compiler.model.dense import dense_tensors
 from rasp import rasp
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -358,7 +359,7 @@ def test_an_output_that_is_always_none_has_dense_weights(tmp_path):
     never = rasp.Aggregate(first & rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LT), rasp.indices)
     program = rasp.SequenceMap(lambda x, y: x - y, never, rasp.tokens)
     model = compile_rasp(program, {0, 1, 2}, 3)
-    tensors = zoo_weights.dense_tensors(model)
+    tensors = dense_tensors(model)
     assert tensors["compiled_transformer/unembed/w_u"].shape == (model.config.residual_width, 0)
     loaded = load_model(save_model(model, tmp_path / "none.safetensors"))
     assert loaded.apply(["BOS", 1, 2]).decoded == ["BOS", None, None]

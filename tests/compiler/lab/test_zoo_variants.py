@@ -20,6 +20,7 @@ from compiler.lab.zoo.sampling import rebuild
 from compiler.lab.zoo.variants import compile_variants
 from compiler.lab.zoo.verify import check_circuit
 from compiler.model.agree import same_value
+from compiler.model.dense import dense_tensors
 from rasp import rasp
 
 # Small random programs (the first two compile).
@@ -102,7 +103,7 @@ def test_network_tensors_are_the_model_and_its_reparametrisation():
     encoder = model.input_encoder
     ids = encoder.encode_batch([[encoder.bos, 2, 0, 2, 1], [encoder.bos, 3, 2]])
     metadata = zoo_weights.forward_metadata(model)
-    want = zoo_weights.forward(zoo_weights.dense_tensors(model), metadata, ids)
+    want = zoo_weights.forward(dense_tensors(model), metadata, ids)
     np.testing.assert_array_equal(zoo_weights.forward(zoo_weights.network_tensors(network(model)), metadata, ids), want)
     changed = zoo_weights.network_tensors(reparametrise(network(model), seed=1))
     np.testing.assert_allclose(zoo_weights.forward(changed, metadata, ids), want, atol=1e-3)
