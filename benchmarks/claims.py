@@ -735,7 +735,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results:
         print(f"resuming {args.results}: {len(results)} programs stored, {len(todo)} to compute", flush=True)
     started = time.perf_counter()
-    _compute(options, todo, args, results)
+    with checkpoint.interrupt_on_terminate():  # SIGTERM saves what was computed, as Ctrl-C does
+        _compute(options, todo, args, results)
     ordered = [results[i] for i in indices]
     print(summary(ordered, time.perf_counter() - started, len(todo)))
     return 1 if any(r.failed for r in ordered) else 0

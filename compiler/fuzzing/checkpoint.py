@@ -15,9 +15,12 @@ repeat), and its result type `from_row(row)` (one stored row back) and `mentions
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,26 @@ from compiler.errors import CompilerError
 from compiler.fuzzing.differential import Outcome
 
 FORMAT = 1
+
+
+@contextlib.contextmanager
+def interrupt_on_terminate() -> Iterator[None]:
+    """Within the block, SIGTERM (what `kill` and job schedulers send) raises KeyboardInterrupt as
+    Ctrl-C does, so a long run's `finally` saves its results before it exits; a run started in
+    the background by a shell ignores SIGINT, so SIGTERM is how it is stopped. The previous
+    handler is restored after; a no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def settings_key(options: Any) -> dict[str, Any]:

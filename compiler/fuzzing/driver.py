@@ -267,15 +267,23 @@ def run_arguments(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     results = dict(stored)
     bar = tqdm(total=len(todo), unit="program", desc="fuzz", disable=args.quiet, file=sys.stderr, mininterval=5)
-    for done, result in enumerate(run(options, args.jobs, todo, args.program_timeout), start=1):
-        results[result.index] = result
-        bar.update()
-        for outcome in result.outcomes:
-            if outcome.status in FAILURES:
-                bar.write(f"program {result.index}: {outcome.status} {outcome.reason}")
-        if args.results and (done % CHECKPOINT_EVERY == 0 or done == len(todo)):
+    unsaved = 0
+    try:
+        with checkpoint.interrupt_on_terminate():
+            for result in run(options, args.jobs, todo, args.program_timeout):
+                results[result.index] = result
+                unsaved += 1
+                bar.update()
+                for outcome in result.outcomes:
+                    if outcome.status in FAILURES:
+                        bar.write(f"program {result.index}: {outcome.status} {outcome.reason}")
+                if args.results and unsaved >= CHECKPOINT_EVERY:
+                    checkpoint.save(args.results, options, results.values())
+                    unsaved = 0
+    finally:  # also when interrupted (Ctrl-C, or SIGTERM): what was computed is kept
+        bar.close()
+        if args.results and unsaved:
             checkpoint.save(args.results, options, results.values())
-    bar.close()
     ordered = [results[i] for i in sorted(results)]
     print(summary(ordered, time.perf_counter() - started, checked=len(todo)))
     failed = any(o.status in FAILURES for r in ordered for o in r.outcomes)

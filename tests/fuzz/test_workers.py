@@ -31,3 +31,19 @@ def test_a_stuck_task_and_a_dead_worker_are_replaced_and_the_rest_still_run():
     assert [got[i][0] for i in range(5)] == ["done", "lost", "lost", "done", "done"]
     assert "over 8 s" in got[1][2] and "died" in got[2][2]
     assert time.monotonic() - started < 120  # the stuck task did not hold the run for its 600 s
+
+
+def test_sigterm_interrupts_a_run_so_its_results_are_saved():
+    """A background run ignores SIGINT; SIGTERM raises KeyboardInterrupt inside the block (so the
+    run's `finally` saves), and the previous handler is back after it."""
+    import signal
+
+    import pytest
+
+    from compiler.fuzzing import checkpoint
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), checkpoint.interrupt_on_terminate():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal arrives before this ends
+    assert signal.getsignal(signal.SIGTERM) is before
