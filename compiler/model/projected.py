@@ -160,6 +160,8 @@ MAX_RUNS = 16
 def _columns(r: jax.Array, columns: tuple[int, ...]) -> jax.Array:
     """`r[..., columns]` (sorted columns), by slices when they form few contiguous runs."""
     starts = [i for i, c in enumerate(columns) if i == 0 or columns[i - 1] != c - 1]
+    if not starts:
+        return r[..., :0]
     if len(starts) > MAX_RUNS:
         return jnp.take(r, np.asarray(columns, np.int32), axis=-1)
     stops = starts[1:] + [len(columns)]
@@ -171,7 +173,7 @@ def read_rows(stream: jax.Array, projection: jax.Array, rows: tuple[int, ...], b
     """`stream @ W[rows]ᵀ`: the residual coordinates `rows` as the compressed stream holds them."""
     found = blocks.get(rows)
     if found is None:
-        return jnp.einsum("...d,Dd->...D", stream, projection[np.asarray(rows, np.int32)], precision=PRECISION)
+        return jnp.einsum("...d,Dd->...D", stream, _rows_of(projection, rows), precision=PRECISION)
     parts = [jnp.einsum("...c,pc->...p", _columns(stream, b.columns), _part(projection, rows, b), precision=PRECISION)
              for b in found]
     return placed(jnp.concatenate(parts, axis=-1), np.concatenate([b.positions for b in found]), len(rows))
@@ -181,11 +183,19 @@ def add_rows(stream: jax.Array, y: jax.Array, projection: jax.Array, rows: tuple
     """`stream + y @ W[rows]`: a delta over the residual coordinates `rows` written into the stream."""
     found = blocks.get(rows)
     if found is None:
-        return stream + jnp.einsum("...D,Dd->...d", y, projection[np.asarray(rows, np.int32)], precision=PRECISION)
+        return stream + jnp.einsum("...D,Dd->...d", y, _rows_of(projection, rows), precision=PRECISION)
     parts = [jnp.einsum("...p,pc->...c", _columns(y, b.positions), _part(projection, rows, b), precision=PRECISION)
              for b in found]
     return stream + placed(jnp.concatenate(parts, axis=-1), np.concatenate([b.columns for b in found]),
                             stream.shape[-1])
+
+
+def _rows_of(projection: jax.Array, rows: tuple[int, ...]) -> jax.Array:
+    """`projection[rows]` (sorted rows): the whole matrix, slices of few runs, else a gather (slices
+    compile faster, which is most of a small model's first call)."""
+    if rows == tuple(range(projection.shape[0])):
+        return projection
+    return _columns(projection.T, rows).T
 
 
 def _part(projection: jax.Array, rows: tuple[int, ...], block: Block) -> jax.Array:

@@ -26,10 +26,10 @@ def _lost(task, reason):
 def test_a_stuck_task_and_a_dead_worker_are_replaced_and_the_rest_still_run():
     tasks = [(None, i) for i in range(5)]
     started = time.monotonic()
-    got = {r[1]: r for r in workers.run_tasks(tasks, 2, _hang_on_one_die_on_two, 8.0, _lost, 2)}
+    got = {r[1]: r for r in workers.run_tasks(tasks, 2, _hang_on_one_die_on_two, 4.0, _lost, 2)}
     assert sorted(got) == [0, 1, 2, 3, 4]
     assert [got[i][0] for i in range(5)] == ["done", "lost", "lost", "done", "done"]
-    assert "over 8 s" in got[1][2] and "died" in got[2][2]
+    assert "over 4 s" in got[1][2] and "died" in got[2][2]
     assert time.monotonic() - started < 120  # the stuck task did not hold the run for its 600 s
 
 
