@@ -174,6 +174,8 @@ def read_rows(stream: jax.Array, projection: jax.Array, rows: tuple[int, ...], b
     found = blocks.get(rows)
     if found is None:
         return jnp.einsum("...d,Dd->...D", stream, _rows_of(projection, rows), precision=PRECISION)
+    if not found:  # every one of these rows of W is zero: they read 0
+        return jnp.zeros(stream.shape[:-1] + (len(rows),), stream.dtype)
     parts = [jnp.einsum("...c,pc->...p", _columns(stream, b.columns), _part(projection, rows, b), precision=PRECISION)
              for b in found]
     return placed(jnp.concatenate(parts, axis=-1), np.concatenate([b.positions for b in found]), len(rows))
@@ -184,6 +186,8 @@ def add_rows(stream: jax.Array, y: jax.Array, projection: jax.Array, rows: tuple
     found = blocks.get(rows)
     if found is None:
         return stream + jnp.einsum("...D,Dd->...d", y, _rows_of(projection, rows), precision=PRECISION)
+    if not found:  # every one of these rows of W is zero: they write nothing
+        return stream
     parts = [jnp.einsum("...p,pc->...c", _columns(y, b.positions), _part(projection, rows, b), precision=PRECISION)
              for b in found]
     return stream + placed(jnp.concatenate(parts, axis=-1), np.concatenate([b.columns for b in found]),

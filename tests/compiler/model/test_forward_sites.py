@@ -82,3 +82,16 @@ def test_bad_starts_and_tied_blocks_are_refused(model, ids):
     loop = compile_rasp(lib.make_parity_loop(3), {0, 1}, 4)
     with pytest.raises(CompilerError, match="untie it first"):
         loop.forward(loop.params, jnp.asarray(loop.input_encoder.encode_batch([["BOS", 1, 0]])), capture=("resid.1",))
+
+
+def test_rows_that_w_drops_entirely_read_zero_and_write_nothing():
+    """A fixed W whose rows for a sub-layer are all zero has no blocks there (an empty tuple, not
+    None): the pass reads zeros and adds nothing, as the dense product would."""
+    from compiler.model import projected
+
+    stream, y = jnp.ones((2, 3, 4)), jnp.ones((2, 3, 2))
+    w = jnp.zeros((5, 4))
+    blocks = {(1, 3): projected.projection_blocks(np.zeros((5, 4)), (1, 3))}
+    assert blocks[(1, 3)] == ()
+    np.testing.assert_array_equal(projected.read_rows(stream, w, (1, 3), blocks), np.zeros((2, 3, 2)))
+    np.testing.assert_array_equal(projected.add_rows(stream, y, w, (1, 3), blocks), stream)
