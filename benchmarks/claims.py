@@ -86,8 +86,9 @@ from compression.claims import (
     SAMPLES,
     WRONG_CLAIM,
     Claim,
-    claim_check,
+    ClaimInputs,
     claim_exactness,
+    claim_inputs,
 )
 from compression.experiments.sweep import UNIQUE_TOKENS
 from compression.task import CompressionTask, frozen_from_compiled, input_space_of
@@ -317,11 +318,11 @@ def _model_output(task: CompressionTask, w: np.ndarray, row: np.ndarray) -> list
             for p in real]
 
 
-def witness(task: CompressionTask, structure: ResidualStructure, w: np.ndarray, claim: Claim, seed: int,
-            samples: int) -> str:
+def witness(task: CompressionTask, structure: ResidualStructure, w: np.ndarray, claim: Claim,
+            inputs: ClaimInputs) -> str:
     """One input the model compressed by `w` gets wrong, with RASP's output and the model's: the
     check's inputs rebuilt (every input, or random ones plus the bound's tightest)."""
-    check, _, _ = claim_check(task, interference_bound(structure, w), samples, seed)  # the claim's very inputs
+    check, _, _ = inputs.check_for(interference_bound(structure, w))  # the claim's very inputs
     wrong = check.wrong_inputs(w, shared_shape=False)  # W at its own width, as claim_exactness runs it
     if not len(wrong):
         return "(no wrong input found again)"
@@ -331,17 +332,19 @@ def witness(task: CompressionTask, structure: ResidualStructure, w: np.ndarray, 
             f"(tolerance {check.atol:g})")
 
 
-def _width_claim(task: CompressionTask, structure: ResidualStructure, role: str, w: np.ndarray, seed: int,
-                 samples: int) -> WidthClaim:
-    """One projection's claim, with the warnings it raised (recorded instead of printed)."""
+def _width_claim(task: CompressionTask, structure: ResidualStructure, role: str, w: np.ndarray,
+                 inputs: ClaimInputs) -> WidthClaim:
+    """One projection's claim on the configuration's shared `inputs`, with the warnings it raised
+    (recorded instead of printed)."""
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        claim = claim_exactness(task, w, structure, samples=samples, seed=seed, shared_shape=True)
+        claim = claim_exactness(task, w, structure, samples=inputs.samples, seed=inputs.seed, shared_shape=True,
+                                inputs=inputs)
     load = float(f"{claim.max_load:.4g}") if np.isfinite(claim.max_load) else None  # 4 digits: a small file
     found = ""
     if claim.check.wrong and (claim.status == WRONG_CLAIM or role == "identity"):
-        found = witness(task, structure, w, claim, seed, samples)
+        found = witness(task, structure, w, claim, inputs)
     return WidthClaim(role, claim.d, claim.status, load, claim.check.inputs, claim.check.wrong,
                       claim.check.tightest, round(time.perf_counter() - started, 3), found, _warned(caught))
 
@@ -385,9 +388,10 @@ def check_config(case: Case, optimize: bool, causal: bool, seed: int, samples: i
             raise
         return _config_result(optimize, causal, started, UNTESTED, "the output has no values")
     structure = residual_structure(task.compiled)
+    inputs = claim_inputs(task, samples, seed)  # every width's check starts from the same inputs
     claims: list[WidthClaim] = []
     for role, w in projections(structure, seed):
-        claims.append(_width_claim(task, structure, role, w, seed, samples))
+        claims.append(_width_claim(task, structure, role, w, inputs))
         if role == "identity" and claims[0].inputs == 0:
             return _config_result(optimize, causal, started, UNTESTED, "the evaluator rejects every checked input",
                                   task, claims)

@@ -22,6 +22,7 @@ projection and returns it with its bound and claim, the one way from a model to 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax.numpy as jnp
@@ -32,7 +33,7 @@ from compiler.model.agree import AGREE_TOLERANCE
 from compression.analytic.bound import InterferenceBound, interference_bound
 from compression.analytic.packing import Method, make_projection, packed_width
 from compression.analytic.structure import ResidualStructure, residual_structure
-from compression.evaluation import nearest_value_tolerance
+from compression.evaluation import ReferenceSet, nearest_value_tolerance
 from compression.exactness import ExactnessCheck
 from compression.learned.sampling import distinct_inputs, enumerate_inputs
 from compression.task import CompressionTask
@@ -43,6 +44,8 @@ ENUMERATE_LIMIT = 100_000
 SAMPLES = 2_000
 # Random inputs searched for ones on which the tightest margins are spent.
 TIGHTEST_POOL = 20_000
+# Pool inputs run through the compiled model at once (the search stops once enough are found).
+POOL_CHUNK = 4_000
 
 
 
@@ -128,42 +131,124 @@ def _checked(task: CompressionTask, ids: np.ndarray, enumerated: bool) -> Exactn
     return dataclasses.replace(check, atol=check_tolerance(check))
 
 
+def _joined(check: ExactnessCheck, more: ReferenceSet) -> ExactnessCheck:
+    """``check`` with the inputs of ``more`` appended (the tolerance recomputed over both)."""
+    refs = check.refs
+
+    def none(r: ReferenceSet) -> np.ndarray:
+        return r.none if r.none is not None else np.zeros(r.mask.shape, np.float32)
+
+    def defined(r: ReferenceSet) -> np.ndarray:
+        return r.defined if r.defined is not None else np.ones(len(r.ids), bool)
+
+    joined = ReferenceSet(np.concatenate([refs.ids, more.ids]), np.concatenate([refs.targets, more.targets]),
+                          np.concatenate([refs.mask, more.mask]), refs.kind, np.concatenate([none(refs), none(more)]),
+                          np.concatenate([defined(refs), defined(more)]))
+    grown = ExactnessCheck(check.task, joined, check.enumerated, 0.0)
+    return dataclasses.replace(grown, atol=check_tolerance(grown))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClaimInputs:
+    """The inputs every claim on one task is checked on, prepared once (module docstring).
+
+    ``base`` holds every input (``kind`` "exhaustive") or ``samples`` distinct random ones drawn
+    with ``seed`` ("sampled"), with their RASP references. For a sampled check each bound adds
+    the inputs on which its tightest margins are spent, found in a pool of random inputs whose
+    compiled outputs are computed once here (:attr:`pool_best`). Claims at several widths of one
+    model share one ``ClaimInputs`` (:func:`claim_inputs`), so the references and the compiled
+    model's pass over the pool are not computed again per width.
+    """
+
+    task: CompressionTask
+    base: ExactnessCheck
+    kind: str  # "exhaustive" | "sampled"
+    samples: int
+    seed: int
+
+    @functools.cached_property
+    def pool(self) -> np.ndarray:
+        """``[P, T]``: the distinct random inputs searched for the bound's tightest ones."""
+        return distinct_inputs(self.task.space, TIGHTEST_POOL, self.seed + 1)
+
+    def pool_best(self, rows: int) -> np.ndarray:
+        """``[n, T]`` for the first ``n >= min(rows, P)`` pool inputs (whole chunks of
+        :data:`POOL_CHUNK`, computed once each): per real position, the index of the compiled
+        model's largest output logit (-1 elsewhere); a numerical output: 0 at every real position."""
+        model, pool = self.task.model, self.pool
+        while len(self._best) * POOL_CHUNK < min(rows, len(pool)):
+            chunk = pool[len(self._best) * POOL_CHUNK:][:POOL_CHUNK]
+            out = np.asarray(model.forward(model.params, jnp.asarray(chunk), outputs_only=True).output)
+            real = chunk != model.pad_id
+            real[:, 0] = False
+            best = np.zeros(chunk.shape, np.int64) if out.ndim == 2 else out.argmax(-1)
+            self._best.append(np.where(real, best, -1))
+        return np.concatenate(self._best) if self._best else np.zeros((0, self.task.space.width), np.int64)
+
+    @functools.cached_property
+    def _best(self) -> list[np.ndarray]:
+        """The chunks of :meth:`pool_best` computed so far."""
+        return []
+
+    def tightest(self, bound: InterferenceBound, count: int) -> np.ndarray:
+        """The first ``count`` pool inputs (or fewer) on which the compiled model outputs, at
+        some real position, a value whose logit ``bound`` names tightest (``bound.tightest``), or
+        None when the tightest is a categorical logit's margin against the empty threshold
+        (every real position of a numerical output reads the tightest number). The pool's
+        compiled outputs are computed chunk by chunk, only as far as needed."""
+        if not bound.tightest:
+            return np.zeros((0, self.task.space.width), np.int32)
+        numerical = self.task.model.output_kind == "numerical"
+        scanned = 0
+        while True:
+            best = self.pool_best(scanned + POOL_CHUNK)
+            hits = np.any(best >= 0, axis=1) if numerical else np.any((best >= 0) & np.isin(best, bound.tightest), 1)
+            if hits.sum() >= count or len(best) >= len(self.pool):
+                return self.pool[: len(best)][hits][:count]
+            scanned = len(best)
+
+    def check_for(self, bound: InterferenceBound | None) -> tuple[ExactnessCheck, str, int]:
+        """The check of a claim whose bound is ``bound``, as ``(check, kind, tightest)``: the
+        base inputs, plus (sampled, with a bound) the tightest inputs not already among them."""
+        if self.kind == "exhaustive" or bound is None:
+            return self.base, self.kind, 0
+        base_ids = self.base.refs.ids
+        extra = self.tightest(bound, self.samples)
+        if len(extra):
+            extra = extra[~(extra[:, None, :] == base_ids[None, :, :]).all(-1).any(-1)]
+        if not len(extra):
+            return self.base, self.kind, 0
+        return _joined(self.base, self.task.reference_set(extra)), self.kind, len(extra)
+
+
+def claim_inputs(task: CompressionTask, samples: int = SAMPLES, seed: int = 0) -> ClaimInputs:
+    """The :class:`ClaimInputs` of ``task``: every input when there are at most
+    :data:`ENUMERATE_LIMIT`, else ``samples`` distinct random ones drawn with ``seed``."""
+    if task.space.size() <= ENUMERATE_LIMIT:
+        return ClaimInputs(task, _checked(task, enumerate_inputs(task.space), True), "exhaustive", samples, seed)
+    return ClaimInputs(task, _checked(task, distinct_inputs(task.space, samples, seed), False), "sampled", samples,
+                       seed)
+
+
 def tightest_inputs(task: CompressionTask, bound: InterferenceBound, count: int, seed: int) -> np.ndarray:
     """Up to ``count`` distinct random inputs on which the compiled model outputs, at some real
-    position, a value whose logit the bound names tightest (``bound.tightest``), or None when the
-    tightest is a categorical logit's margin against the empty threshold."""
-    if not bound.tightest:
-        return np.zeros((0, task.space.width), np.int32)
-    pool = distinct_inputs(task.space, TIGHTEST_POOL, seed + 1)
-    model = task.model
-    out = np.asarray(model.forward(model.params, jnp.asarray(pool), outputs_only=True).output)
-    real = pool != model.pad_id
-    real[:, 0] = False
-    if out.ndim == 2:  # a numerical output: every input reads the tightest number
-        hits = real.any(axis=1)
-    else:
-        best = out.argmax(-1)
-        hits = np.any(real & np.isin(best, bound.tightest), axis=1)
-    return pool[hits][:count]
+    position, a value whose logit the bound names tightest (:meth:`ClaimInputs.tightest`)."""
+    return claim_inputs(task, count, seed).tightest(bound, count)
 
 
 def claim_check(task: CompressionTask, bound: InterferenceBound | None = None, samples: int = SAMPLES,
-                seed: int = 0) -> tuple[ExactnessCheck, str, int]:
+                seed: int = 0, inputs: ClaimInputs | None = None) -> tuple[ExactnessCheck, str, int]:
     """The inputs a claim is checked on (module docstring), as ``(check, kind, tightest)``: every
     input when there are at most :data:`ENUMERATE_LIMIT`, else ``samples`` distinct random ones
-    plus up to as many that the ``bound`` names tightest (none without a bound)."""
-    if task.space.size() <= ENUMERATE_LIMIT:
-        return _checked(task, enumerate_inputs(task.space), True), "exhaustive", 0
-    random_ids = distinct_inputs(task.space, samples, seed)
-    extra = tightest_inputs(task, bound, samples, seed) if bound is not None else random_ids[:0]
-    if len(extra):
-        extra = extra[~(extra[:, None, :] == random_ids[None, :, :]).all(-1).any(-1)]
-    return _checked(task, np.concatenate([random_ids, extra]), False), "sampled", len(extra)
+    plus up to as many that the ``bound`` names tightest (none without a bound). ``inputs``:
+    the task's prepared :class:`ClaimInputs` (of the same ``samples`` and ``seed``), shared by
+    the claims of several widths."""
+    return (inputs or claim_inputs(task, samples, seed)).check_for(bound)
 
 
 def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStructure | None = None,
                     samples: int = SAMPLES, seed: int = 0, bound: InterferenceBound | None = None,
-                    shared_shape: bool = False) -> Claim:
+                    shared_shape: bool = False, inputs: ClaimInputs | None = None) -> Claim:
     """The claim that ``task``'s model compressed by ``w`` is exact, with its check.
 
     Args:
@@ -177,6 +262,8 @@ def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStr
       shared_shape: run the check with ``w`` padded to ``[D, D]``, the shape every width of one
         model shares, so claims at several widths compile the check once (the claims fuzz); the
         default runs ``w`` at its own width, cheaper for a single claim on a wide model.
+      inputs: the task's :class:`ClaimInputs` (:func:`claim_inputs` with the same ``samples``
+        and ``seed``), when claims at several widths share them.
     Returns:
       The :class:`Claim`.
     Raises:
@@ -185,7 +272,7 @@ def claim_exactness(task: CompressionTask, w: np.ndarray, structure: ResidualStr
     structure = structure or residual_structure(task.compiled)
     bound = bound or interference_bound(structure, w)
     space = task.space.size()
-    check, kind, tightest = claim_check(task, bound, samples, seed)
+    check, kind, tightest = claim_check(task, bound, samples, seed, inputs)
     wrong = int(len(check.wrong_inputs(w, shared_shape=shared_shape)))
     record = Check(kind, check.refs.checked, space, wrong, tightest, None if kind == "exhaustive" else seed)
     return Claim(structure.residual_dim, int(np.asarray(w).shape[1]), bound.claims_exact, bound.max_load, record)

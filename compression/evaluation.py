@@ -165,10 +165,29 @@ def _score(model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: 
     none = refs.none if refs.none is not None else np.zeros(refs.mask.shape, np.float32)
     for start in range(0, len(refs.ids), batch_size):
         sl = slice(start, start + batch_size)
-        batch_totals, right = fn(model.params, proj, refs.ids[sl], refs.targets[sl], refs.mask[sl], none[sl])
+        rows = len(refs.ids[sl])
+        size = _bucket(rows, batch_size)
+        ids = _padded(refs.ids[sl], size, np.repeat(refs.ids[sl][:1], size - rows, axis=0))
+        targets, mask, nones = (_padded(a[sl], size, np.zeros((size - rows, *a.shape[1:]), a.dtype))
+                                for a in (refs.targets, refs.mask, none))
+        batch_totals, right = fn(model.params, proj, ids, targets, mask, nones)
         totals += np.asarray(batch_totals, np.float64)
-        flags.append(np.asarray(right))
+        totals[1] -= len(ids) - rows  # a padding row scores nothing, so it counts as a right sequence
+        flags.append(np.asarray(right)[:rows])
     return totals, np.concatenate(flags) if flags else np.zeros(0, bool)
+
+
+def _bucket(rows: int, batch_size: int) -> int:
+    """The batch shape ``rows`` inputs are scored at: the next power of two (at least 64), at most
+    ``batch_size``, so sets of slightly different sizes (a sampled check's inputs plus a bound's
+    tightest ones) share one compiled scorer."""
+    return min(batch_size, max(64, 1 << max(rows - 1, 0).bit_length()))
+
+
+def _padded(rows: np.ndarray, size: int, fill: np.ndarray) -> np.ndarray:
+    """``rows`` with ``fill`` appended when they are fewer than ``size`` (a padding row repeats a
+    real input and has no scored position, so it changes no total but the right sequences)."""
+    return rows if len(rows) >= size else np.concatenate([rows, fill])
 
 
 _SCORES_CACHE: dict[tuple[Callable, str, float], Callable] = {}

@@ -115,6 +115,24 @@ def test_results_file_resumes_and_redoes(tmp_path, capsys):
     assert "other settings" in capsys.readouterr().err
 
 
+def test_a_gzip_results_file_resumes_and_a_broken_one_is_refused(tmp_path, capsys):
+    """A `.gz` results file is written compressed and read back (the claims run's file kept in
+    the repository); one that is not gzip data is refused with its path named."""
+    import gzip
+    import json
+
+    path = tmp_path / "results.json.gz"
+    common = ["--seed", "5", "--inputs", "16", "--jax-every", "0", "--quiet", "--results", str(path)]
+    assert driver.main(["-n", "2", *common]) == 0
+    rows = json.loads(gzip.decompress(path.read_bytes()))["results"]
+    assert [row["index"] for row in rows] == [0, 1]
+    assert driver.main(["-n", "3", *common]) == 0
+    assert "2 programs stored, 1 to check" in capsys.readouterr().out
+    path.write_text("not gzip")
+    assert driver.main(["-n", "3", *common]) == 2
+    assert f"{path}: not a fuzz results file" in capsys.readouterr().err
+
+
 def test_a_non_positive_program_timeout_is_refused(capsys):
     assert driver.main(["-n", "1", "--jobs", "2", "--program-timeout", "0", "--quiet"]) == 2
     assert "--program-timeout must be positive, got 0" in capsys.readouterr().err
