@@ -10,11 +10,13 @@ import networkx as nx
 import numpy as np
 
 from compiler.errors import InvalidInputError
+from compiler.model.config import NORMS
 from compiler.model.encoders import OutputEncoder, OutputsEncoder
+from compiler.model.norm import norm_labels
 from compiler.passes import graph as g
 from compiler.passes import nodes
 from compiler.passes.lower import output_space
-from craft.bases import value_sort_key
+from craft.bases import BasisDirection, VectorSpaceWithBasis, value_sort_key
 
 
 def check_arguments(vocab: Iterable[Any], max_seq_len: int, bos: Any, pad: Any) -> tuple:
@@ -59,6 +61,23 @@ def check_arguments(vocab: Iterable[Any], max_seq_len: int, bos: Any, pad: Any) 
                 f"{name}={special!r} is also a vocabulary token; choose a {name} outside the vocab"
             )
     return tokens
+
+
+def check_norm(norm: Any, reuse_residual: bool = False) -> None:
+    """Refuses (`InvalidInputError`) a `norm` that is not None or one of `NORMS`, and a norm
+    together with `reuse_residual` (the norm coordinates would need owners among reused slots)."""
+    if norm is not None and norm not in NORMS:
+        raise InvalidInputError(f"norm must be None or one of {NORMS}, got {norm!r}")
+    if norm is not None and reuse_residual:
+        raise InvalidInputError("norm and reuse_residual=True cannot be combined yet; compile with one of them")
+
+
+def normalised_residual(residual: VectorSpaceWithBasis, norm: str | None) -> VectorSpaceWithBasis:
+    """The residual space of the compiled model: the laid-out one, with the norm's coordinates
+    (`compiler.model.norm.norm_labels`) after it when there is a norm."""
+    if norm is None:
+        return residual
+    return VectorSpaceWithBasis((*residual.basis, *(BasisDirection(label) for label in norm_labels(norm))))
 
 
 def check_limit(max_weight_bytes: int | None) -> None:

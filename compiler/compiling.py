@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
-from compiler.compile_inputs import check_arguments, check_limit, output_encoder_of
+from compiler.compile_inputs import check_arguments, check_limit, check_norm, normalised_residual, output_encoder_of
 from compiler.compiling_loops import compile_loop
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
@@ -24,6 +24,7 @@ from compiler.passes.fuse import fuse_elementwise
 from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.layout import lay_out
 from compiler.passes.lower import LoweringOptions, lower
+from compiler.passes.norm_budget import residual_budget
 from compiler.passes.optimize import FACTOR_QK, NARROW_LOOKUPS, optimize_graph, optimize_program, record, selected_passes
 from compiler.passes.outputs import Outputs, as_root
 from compiler.passes.readout import trace_values
@@ -69,6 +70,7 @@ def compile_rasp(
     optimize: bool | Iterable[str] = True,
     max_weight_bytes: int | None = DEFAULT_MAX_WEIGHT_BYTES,
     reuse_residual: bool = False,
+    norm: str | None = None,
 ) -> CompiledModel:
     """Compile `program` into a transformer exact on every input of up to `max_seq_len` tokens.
 
@@ -109,6 +111,11 @@ def compile_rasp(
         per slot). Outputs are unchanged; the stream is narrower, but a slot then has several
         owners (`CompiledModel.residual_reuse`), so tools that read one s-op direction per
         residual coordinate (circuit and feature ground truth) see only the first owner.
+      norm: None (no normalisation, as Tracr), "layernorm" or "rmsnorm": a pre-norm before
+        every attention and MLP sub-layer and before the unembedding, as standard
+        transformers have (`compiler.model.norm`). The compiler adds an anchor coordinate (three
+        for LayerNorm: anchor, counter, balance) that keeps every norm's divisor within
+        `config.norm.spread` of its gain, so the decoded outputs equal RASP's as without a norm.
 
     A `rasp.Loop` compiles to one block of layers that every iteration runs with the same
     weights (`compiler.compiling_loops`; `config.tied` records the block).
@@ -125,6 +132,7 @@ def compile_rasp(
         program raised on a value its inputs can take.
       ModelSizeError: the estimated weights exceed `max_weight_bytes`.
     """
+    check_norm(norm, reuse_residual)
     if isinstance(program, rasp.Loop):  # iterations share one block of layers
         if reuse_residual:
             raise InvalidInputError(
@@ -134,7 +142,7 @@ def compile_rasp(
         return compile_loop(
             program, vocab, max_seq_len, causal=causal, compiler_bos=compiler_bos, compiler_pad=compiler_pad,
             mlp_exactness=mlp_exactness, allocator=allocator, causal_strict=causal_strict, optimize=optimize,
-            max_weight_bytes=max_weight_bytes,
+            max_weight_bytes=max_weight_bytes, norm=norm,
         )
     tokens = check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
     check_limit(max_weight_bytes)
@@ -157,7 +165,7 @@ def compile_rasp(
     check_size(estimate_weight_bytes(graph, len(tokens), max_seq_len), max_weight_bytes)
     options = LoweringOptions(
         max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness),
-        narrow_lookups=NARROW_LOOKUPS in passes,
+        narrow_lookups=NARROW_LOOKUPS in passes, saturate=norm is not None,
     )
     lower(graph, options)
     sublayers = place_blocks(graph, allocator)
@@ -165,7 +173,9 @@ def compile_rasp(
     craft = lay_out(
         graph, sublayers, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len=max_seq_len, causal=causal
     )
-    haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, reuse_residual=reuse_residual)
+    budget = residual_budget(graph, craft.residual, norm) if norm is not None else 0.0
+    haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, reuse_residual=reuse_residual, norm=norm,
+                             norm_budget=budget)
     output_encoder = output_encoder_of(graph, isinstance(program, (list, tuple)), compiler_bos)
     craft_model = SeriesWithResiduals(tuple(b for b in sublayers if b is not None))
     map_errors = {
@@ -182,7 +192,8 @@ def compile_rasp(
         graph=graph,
         craft_model=craft_model,
         sublayers=tuple(sublayers),
-        residual_space=craft.residual if haiku.reuse is None else first_owners(craft.residual, haiku.reuse),
+        residual_space=(normalised_residual(craft.residual, norm) if haiku.reuse is None
+                        else first_owners(craft.residual, haiku.reuse)),
         residual_reuse=haiku.reuse,
         input_encoder=encoder,
         output_encoder=output_encoder,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Iterable
 
-from compiler.compile_inputs import check_arguments, check_limit, output_encoder_of
+from compiler.compile_inputs import check_arguments, check_limit, check_norm, normalised_residual, output_encoder_of
 from compiler.errors import InvalidInputError, UnsupportedProgramError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import TiedBlock
@@ -30,6 +30,7 @@ from compiler.passes.joint_selectors import join_selectors
 from compiler.passes.layout import lay_out
 from compiler.passes.loops import LoopProgram, loop_program, loop_values, place_loop
 from compiler.passes.lower import LoweringOptions, lower, output_space
+from compiler.passes.norm_budget import residual_budget
 from compiler.passes.optimize import FACTOR_QK, optimize_program, record, selected_passes
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES, check_size, estimate_weight_bytes
 from compiler.passes.sums import expand_sums
@@ -67,6 +68,7 @@ def compile_loop(
     causal_strict: bool = False,
     optimize: bool | Iterable[str] = True,
     max_weight_bytes: int | None = DEFAULT_MAX_WEIGHT_BYTES,
+    norm: str | None = None,
 ) -> CompiledModel:
     """Compile `loop` so that its iterations run one block of layers with shared weights.
 
@@ -82,6 +84,7 @@ def compile_loop(
     """
     tokens = check_arguments(vocab, max_seq_len, compiler_bos, compiler_pad)
     check_limit(max_weight_bytes)
+    check_norm(norm)
     passes = selected_passes(optimize)
     if not isinstance(mlp_exactness, (int, float)) or not mlp_exactness >= MIN_SHARPNESS:
         raise InvalidInputError(
@@ -103,7 +106,8 @@ def compile_loop(
         raise UnsupportedProgramError(problems)
     warn_causal_semantics(traced)
     check_size(estimate_weight_bytes(graph, len(tokens), max_seq_len), max_weight_bytes)
-    options = LoweringOptions(max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness))
+    options = LoweringOptions(max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness),
+                              saturate=norm is not None)
     lower(graph, options)
     layout = place_loop(graph, program, allocator)
     graph.graph[LOOP] = LoopRecord(
@@ -121,7 +125,8 @@ def compile_loop(
         numerical_output=g.is_numerical(graph, program.state),
     )
     tied = TiedBlock(layout.start, layout.stop, loop.steps)
-    haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, tied=tied)
+    budget = residual_budget(graph, craft.residual, norm) if norm is not None else 0.0
+    haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, tied=tied, norm=norm, norm_budget=budget)
     graph.graph[nodes.SINKS] = (program.state,)  # the output is the state after the last iteration
     map_errors = {
         label: (data[nodes.NUMERICAL_FIT].construction, data[nodes.NUMERICAL_FIT].error)
@@ -137,7 +142,7 @@ def compile_loop(
         graph=graph,
         craft_model=SeriesWithResiduals(tuple(b for b in layout.sublayers if b is not None)),
         sublayers=layout.sublayers,
-        residual_space=craft.residual,
+        residual_space=normalised_residual(craft.residual, norm),
         input_encoder=encoder,
         output_encoder=output_encoder_of(graph, False, compiler_bos),
         program=loop,

@@ -51,6 +51,11 @@ class CompressionTask:
     causal: bool = False
 
     def __post_init__(self) -> None:
+        norm = self.compiled.config.norm
+        if norm is not None:
+            raise CompressionError(f"task {self.name!r}: the model has a {norm.kind} before every sub-layer, which a "
+                                   "residual projection would change (it normalises the compressed stream); compile "
+                                   "it with norm=None to compress it")
         if self.model.output_kind == "categorical" and not getattr(self.compiled.output_encoder, "values", True):
             raise CompressionError(f"task {self.name!r}: the program's output has no values (it is None at every "
                              "position), so no projection can be scored against it; there is nothing to compress")

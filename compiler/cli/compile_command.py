@@ -12,6 +12,7 @@ from typing import Any
 
 from compiler.cli.args import UsageError, load_program, parse_input, parse_vocab
 from compiler.examples import CATALOGUE
+from compiler.model.config import NORMS
 from compiler.passes.size_estimate import DEFAULT_MAX_WEIGHT_BYTES
 
 PROG = "tracr-compile"
@@ -48,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     compiling.add_argument(
         "--causal-strict", action="store_true",
         help="with --causal, refuse programs whose selectors may read later positions (else a warning)",
+    )
+    compiling.add_argument(
+        "--norm", choices=NORMS,
+        help="a LayerNorm or RMSNorm before every sub-layer and the unembedding, as standard transformers have",
     )
     compiling.add_argument("--bos", default="BOS", help="beginning-of-sequence token (default BOS)")
     compiling.add_argument("--pad", default="PAD", help="padding token (default PAD)")
@@ -94,6 +99,7 @@ def _check_sources(args: argparse.Namespace) -> None:
                 ("--max-seq-len", args.max_seq_len),
                 ("--causal", args.causal),
                 ("--causal-strict", args.causal_strict),
+                ("--norm", args.norm),
                 ("--validate-only", args.validate_only),
                 ("--max-weight-bytes", args.max_weight_bytes != DEFAULT_MAX_WEIGHT_BYTES),
             )
@@ -177,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
             compiler_pad=args.pad,
             mlp_exactness=args.mlp_exactness,
             max_weight_bytes=args.max_weight_bytes,
+            norm=args.norm,
         )
         report["program"] = label = program.label
     return _outputs(model, args, report, (source, label), default_input)

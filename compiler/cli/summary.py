@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -65,6 +66,8 @@ def model_summary(model: CompiledModel) -> dict[str, Any]:
         "causal": config.causal,
         "output": _output_kind(model),
         "numerical_error_bound": model.numerical_error_bound,
+        # The pre-norm of every sub-layer (None: no normalisation).
+        "norm": None if config.norm is None else dataclasses.asdict(config.norm),
         "renamed": {
             label: data["name"]
             for label, data in sorted(model.graph.nodes(data=True) if model.graph is not None else ())
@@ -111,6 +114,12 @@ def summary_text(summary: dict[str, Any]) -> str:
         lines.append(
             f"tied: {span} stored once, run {tied['repeats']} times with shared weights "
             f"(a compiled loop; {tied['executed_layers']} layers executed)"
+        )
+    norm = summary.get("norm")
+    if norm:
+        lines.append(
+            f"norm: {norm['kind']} before every sub-layer and the unembedding, gain {norm['scale']:.6g}; "
+            f"anchor {norm['anchor']:.6g} keeps each divisor within {norm['spread']:.1e} of the gain"
         )
     renamed = summary.get("renamed")
     if renamed:

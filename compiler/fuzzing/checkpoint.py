@@ -63,6 +63,7 @@ def settings_key(options: Any) -> dict[str, Any]:
         "seed": options.seed,
         "inputs": options.inputs,
         "jax_every": options.jax_every,
+        "norm_every": options.norm_every,
         "settings": [[[repr(token) for token in vocab], length] for vocab, length in options.settings],
     }
 
@@ -94,7 +95,7 @@ def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) 
     Args:
       path: the results file; a missing file gives no results.
       options: the run's `driver.Options`; the file must have been written with the same seed,
-        inputs, JAX share and settings.
+        inputs, JAX share, norm share and settings.
       result_type: `driver.ProgramResult` (passed in: this module sits below the driver), or a
         type with `from_row` and `mentions` (module docstring).
       redo: substrings; a stored program with an outcome whose status or reason contains one
@@ -116,7 +117,7 @@ def load(path: Path, options: Any, result_type: type, redo: Sequence[str] = ()) 
     if stored_settings != settings_key(options):
         raise CompilerError(
             f"{path} holds a run with other settings ({stored_settings}); resume it with the same "
-            f"{getattr(options, 'resume_hint', '--seed, --inputs, --jax-every and --settings')}, "
+            f"{getattr(options, 'resume_hint', '--seed, --inputs, --jax-every, --norm-every and --settings')}, "
             "or give another --results path"
         )
     from_row = getattr(result_type, "from_row", None)

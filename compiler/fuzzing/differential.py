@@ -96,15 +96,17 @@ def check_program(
     causal: bool,
     inputs: list[list],
     engine: str = "numpy",
+    norm: str | None = None,
 ) -> Outcome:
-    """Classify `program` on `inputs` (see the module docstring).
+    """Classify `program` on `inputs` (see the module docstring), compiled with `norm` (None,
+    "layernorm" or "rmsnorm", `compile_rasp`'s argument).
 
     A causal program reading later positions is compared with the causal evaluator like any
     other; its `CausalSemanticsWarning` is expected here and silenced.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CausalSemanticsWarning)
-        return _check_program(program, vocab, max_seq_len, causal, inputs, engine)
+        return _check_program(program, vocab, max_seq_len, causal, inputs, engine, norm)
 
 
 def _check_program(
@@ -114,6 +116,7 @@ def _check_program(
     causal: bool,
     inputs: list[list],
     engine: str,
+    norm: str | None,
 ) -> Outcome:
     started = time.perf_counter()
     try:
@@ -124,7 +127,7 @@ def _check_program(
         return Outcome(REFUSED, refusal_bucket(problems[0]), "\n".join(problems),
                        seconds=time.perf_counter() - started)
     try:
-        model = compile_rasp(program, vocab, max_seq_len, causal=causal)
+        model = compile_rasp(program, vocab, max_seq_len, causal=causal, norm=norm)
     except CompilerError as error:
         return Outcome(CRASH, f"validate passed but compile refused: {refusal_bucket(str(error))}",
                        str(error), seconds=time.perf_counter() - started)
@@ -166,10 +169,11 @@ def assert_exact(
     allow_refusal: bool = False,
     budget: int = 512,
     engine: str = "jax",
+    norm: str | None = None,
 ) -> Outcome:
     """Test helper: fail unless the program compiles exactly (or, if allowed, is refused)."""
     inputs = sample_inputs(vocab, max_seq_len, budget, seed=0)
-    outcome = check_program(program, vocab, max_seq_len, causal, inputs, engine=engine)
+    outcome = check_program(program, vocab, max_seq_len, causal, inputs, engine=engine, norm=norm)
     allowed = (EXACT, UNTESTED, REFUSED) if allow_refusal else (EXACT,)
     assert outcome.status in allowed, f"{outcome.status}: {outcome.reason}\n{outcome.detail}"
     return outcome

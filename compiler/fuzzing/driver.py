@@ -37,6 +37,7 @@ from compiler.fuzzing.differential import (
 )
 from compiler.fuzzing.program_spec import ProgramSpec, build
 from compiler.fuzzing.shrink import Case, shrink
+from compiler.model.config import NORMS
 
 # (vocabulary, max_seq_len) settings cycled over the programs.
 SETTINGS: tuple[tuple[tuple[Hashable, ...], int], ...] = (
@@ -51,6 +52,7 @@ MODES = (False, True)  # causal
 WORKER_TASKS = 40  # programs per worker process before it is replaced
 PROGRAM_TIMEOUT = 900  # seconds one program may take in a worker process before it is killed
 CHECKPOINT_EVERY = 50  # programs between two saves of the results file
+NORM_EVERY = 3  # every third program is compiled with a norm (LayerNorm, RMSNorm in turn)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +64,15 @@ class Options:
     out: Path | None = None
     shrink: bool = True
     settings: tuple[tuple[tuple[Hashable, ...], int], ...] = SETTINGS
+    norm_every: int = NORM_EVERY  # every K-th program compiled with a norm (`norm_of`); 0: never
+
+
+def norm_of(options: Options, index: int) -> str | None:
+    """The norm program `index` is compiled with: every `norm_every`-th program a norm,
+    LayerNorm and RMSNorm in turn, the others none."""
+    if not options.norm_every or index % options.norm_every:
+        return None
+    return NORMS[(index // options.norm_every) % len(NORMS)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +95,7 @@ def program_spec(options: Options, index: int) -> tuple[ProgramSpec, tuple[Hasha
 def _check(spec: ProgramSpec, case: Case, inputs_budget: int, seed: int, engine: str) -> Outcome:
     program = build(spec)
     inputs = sample_inputs(case.vocab, case.max_seq_len, inputs_budget, seed)
-    return check_program(program, case.vocab, case.max_seq_len, case.causal, inputs, engine=engine)
+    return check_program(program, case.vocab, case.max_seq_len, case.causal, inputs, engine=engine, norm=case.norm)
 
 
 def _same_failure(first: Outcome, second: Outcome) -> bool:
@@ -99,7 +110,7 @@ def run_one(options: Options, index: int) -> ProgramResult:
     engine = "jax" if options.jax_every and index % options.jax_every == 0 else "numpy"
     outcomes, files = [], []
     for causal in MODES:
-        case = Case(tuple(vocab), max_seq_len, causal)
+        case = Case(tuple(vocab), max_seq_len, causal, norm_of(options, index))
         try:
             outcome = _check(spec, case, options.inputs, index, engine)
         except Exception as error:
@@ -122,7 +133,8 @@ def _record_failure(options: Options, index: int, spec: ProgramSpec, case: Case,
     final = _check(small_spec, small_case, max(options.inputs, 256), index, engine)
     assert options.out is not None  # run_one records a failure only when there is a folder for it
     name = f"fuzz_s{options.seed}_p{index}_{'causal' if case.causal else 'noncausal'}"
-    origin = f"seed {options.seed}, program {index}, vocab {list(case.vocab)}, max_seq_len {case.max_seq_len}"
+    origin = (f"seed {options.seed}, program {index}, vocab {list(case.vocab)}, max_seq_len {case.max_seq_len}"
+              + ("" if case.norm is None else f", norm {case.norm}"))
     return regression.write_test(options.out, name, small_spec, small_case, final, origin)
 
 
@@ -221,6 +233,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inputs", type=int, default=96, help="inputs per program (all when fewer exist)")
     parser.add_argument("--jax-every", type=int, default=25,
                         help="run every K-th program through the real JAX model (others: numpy forward); 0: never")
+    parser.add_argument("--norm-every", type=int, default=NORM_EVERY,
+                        help="compile every K-th program with a norm, LayerNorm and RMSNorm in turn; 0: never")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "tracr_fuzz_failures",
                         help="where shrunk failing tests go")
     parser.add_argument("--no-shrink", action="store_true")
@@ -250,9 +264,12 @@ def run_arguments(args: argparse.Namespace) -> int:
     if args.program_timeout <= 0:
         print(f"error: --program-timeout must be positive, got {args.program_timeout:g}", file=sys.stderr)
         return 2
+    if args.norm_every < 0:
+        print(f"error: --norm-every must be 0 or more, got {args.norm_every}", file=sys.stderr)
+        return 2
     options = Options(
         programs=args.programs, seed=args.seed, inputs=args.inputs, jax_every=args.jax_every,
-        out=args.out, shrink=not args.no_shrink,
+        out=args.out, shrink=not args.no_shrink, norm_every=args.norm_every,
         settings=parse_settings(args.settings) if args.settings else SETTINGS,
     )
     try:

@@ -14,6 +14,7 @@ def render_test(name: str, spec: ProgramSpec, case: Case, outcome: Outcome, orig
     """Source of a pytest module whose single test reproduces the failure."""
     detail = "\n".join(f"#   {line}" for line in (outcome.detail or "").strip().splitlines()[-6:])
     body = textwrap.indent(to_source(spec), "    ")
+    norm = "" if case.norm is None else f", norm={case.norm!r}"
     return f'''"""Fuzzer failure {name}: {outcome.status} ({outcome.reason}); {origin}."""
 
 from rasp import lib, rasp  # noqa: F401
@@ -25,7 +26,7 @@ from compiler.fuzzing.differential import assert_exact
 
 
 def test_{name}():
-{body}    assert_exact(program, vocab={list(case.vocab)!r}, max_seq_len={case.max_seq_len}, causal={case.causal})
+{body}    assert_exact(program, vocab={list(case.vocab)!r}, max_seq_len={case.max_seq_len}, causal={case.causal}{norm})
 '''
 
 

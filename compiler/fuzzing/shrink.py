@@ -21,6 +21,7 @@ class Case:
     vocab: tuple[Hashable, ...]
     max_seq_len: int
     causal: bool
+    norm: str | None = None  # compile_rasp's norm
 
 
 StillFails = Callable[[ProgramSpec, Case], bool]

@@ -16,9 +16,10 @@ the parameters as the model keeps them (non-zeros of sparse matrices). The heade
 A model compiled with `reuse_residual=True` is written as format version 3: the description
 also holds `residual_reuse`, the owners of every residual slot (`compiler.model.reuse`), which
 versions 1 and 2 cannot express (a reader of those refuses the file by its version instead of
-misreading the slots); every other model is still written as version 2, byte for byte as
-before. `load_model` reads format versions 1 (parameters as stored, names without the module
-prefix), 2 and 3, and refuses, with a `ModelFileError` naming the reason, a file that is truncated,
+misreading the slots); a model compiled with a norm (`compile_rasp(..., norm=...)`) as version
+4, whose config holds the `norm`; every other model is still written as version 2, byte for
+byte as before. `load_model` reads format versions 1 (parameters as stored, names without the
+module prefix), 2, 3 and 4, and refuses, with a `ModelFileError` naming the reason, a file that is truncated,
 corrupted, of an unknown format version, or whose JSON or weights were edited after saving.
 The field-by-field description is in docs/files.md.
 """
@@ -52,8 +53,11 @@ FORMAT = "tracr-compile-model"
 FORMAT_VERSION = 2
 # The version of files of models compiled with `reuse_residual=True` (adds `residual_reuse`).
 REUSE_FORMAT_VERSION = 3
+# The version of files of models compiled with a norm (the config's `norm`, which older readers
+# would ignore, running the model without its norms).
+NORM_FORMAT_VERSION = 4
 # Versions `load_model` reads; version 1 files store parameters as kept, named without prefix.
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 STORAGES = ("dense", "sparse")
 Storage = Literal["dense", "sparse"]
 # A header longer than this is not one we wrote (the JSON of large compiled models is a few MB).
@@ -168,9 +172,10 @@ def model_bytes(
     model_json = serialize.canonical_json(_description(model, source, label))
     weights_sha256 = _weights_hash(tensors)
     reuse = getattr(model, "residual_reuse", None) is not None
+    version = NORM_FORMAT_VERSION if model.config.norm is not None else REUSE_FORMAT_VERSION if reuse else FORMAT_VERSION
     metadata = {
         "format": FORMAT,
-        "format_version": str(REUSE_FORMAT_VERSION if reuse else FORMAT_VERSION),
+        "format_version": str(version),
         "storage": storage,
         "model": model_json,
         "model_sha256": hashlib.sha256(model_json.encode("utf-8")).hexdigest(),
@@ -360,6 +365,8 @@ def read_model_file(path: PathLike) -> ModelFile:
         if ("residual_reuse" in description) != (version == REUSE_FORMAT_VERSION):
             raise ValueError(f"a version {version} file {'lacks' if version == REUSE_FORMAT_VERSION else 'has'} "
                              "residual_reuse")
+        if (config.norm is not None) != (version == NORM_FORMAT_VERSION):
+            raise ValueError(f"a version {version} file {'lacks' if version == NORM_FORMAT_VERSION else 'has'} a norm")
         reuse = serialize.residual_reuse_from_json(description["residual_reuse"]) if version == REUSE_FORMAT_VERSION else None
     except (KeyError, TypeError, ValueError, IndexError) as error:
         raise _refuse(path, f"inconsistent: the model description is malformed ({error!r})") from None

@@ -17,7 +17,16 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ModelFileError
-from compiler.model.config import AttentionSpec, HeadSpec, LayerSpec, MLPSpec, ModelConfig, SparseLinear, TiedBlock
+from compiler.model.config import (
+    AttentionSpec,
+    HeadSpec,
+    LayerSpec,
+    MLPSpec,
+    ModelConfig,
+    NormSpec,
+    SparseLinear,
+    TiedBlock,
+)
 from compiler.model.encoders import InputEncoder, OutputEncoder, OutputsEncoder
 from compiler.model.reuse import Owner, ResidualReuse
 from craft.bases import BasisDirection, VectorSpaceWithBasis
@@ -160,10 +169,18 @@ def _tied_from_json(data: Any) -> TiedBlock | None:
     return TiedBlock(_typed(data["start"], int), _typed(data["stop"], int), _typed(data["repeats"], int))
 
 
+def _norm_from_json(data: Any) -> NormSpec | None:
+    if data is None:
+        return None
+    return NormSpec(_typed(data["kind"], str), *(_typed(data[key], float) for key in ("scale", "eps", "anchor", "spread")))
+
+
 def config_to_json(config: ModelConfig) -> dict:
     tied = {} if config.tied is None else {"tied": dataclasses.asdict(config.tied)}  # untied files unchanged
+    norm = {} if config.norm is None else {"norm": dataclasses.asdict(config.norm)}  # so are files without a norm
     return {
         **tied,
+        **norm,
         "residual_labels": list(config.residual_labels),
         "layers": [_layer_to_json(layer) for layer in config.layers],
         "token_embed": sparse_to_json(config.token_embed),
@@ -192,6 +209,7 @@ def config_from_json(data: dict) -> ModelConfig:
         numerical_output=_typed(data["numerical_output"], bool),
         backend=None if data.get("backend") is None else _typed(data["backend"], str),
         tied=_tied_from_json(data.get("tied")),
+        norm=_norm_from_json(data.get("norm")),
     )
 
 

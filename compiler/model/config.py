@@ -392,6 +392,34 @@ class TiedBlock:
             )
 
 
+# The normalisations a model may run before every sub-layer and before the unembedding.
+NORMS = ("layernorm", "rmsnorm")
+
+
+@dataclasses.dataclass(frozen=True)
+class NormSpec:
+    """A pre-norm before every sub-layer and before the unembedding, the same at every site.
+
+    Each site computes `n(x) * scale` over the whole residual stream, with `n` the plain
+    LayerNorm `(x - mean(x)) / sqrt(var(x) + eps)` or RMSNorm `x / sqrt(mean(x^2) + eps)` and
+    one gain, `scale`, for every coordinate (no bias). The compiler writes a constant anchor of
+    magnitude `anchor` into the stream (and, for LayerNorm, a balance coordinate that keeps the
+    stream's mean at zero), so that `sqrt(var(x) + eps)` stays within a factor `1 +- spread` of
+    `scale` at every position of every input: each sub-layer reads its input scaled by a factor
+    in `[1 - spread, 1 + spread]` (`compiler.model.norm`, docs/compiling.md).
+    """
+
+    kind: str  # one of NORMS
+    scale: float  # the gain of every norm site
+    eps: float
+    anchor: float  # magnitude of the anchor coordinates
+    spread: float  # worst |scale / sqrt(var(x) + eps) - 1| over every reachable residual vector
+
+    def __post_init__(self) -> None:
+        if self.kind not in NORMS:
+            raise ValueError(f"norm kind {self.kind!r} is not one of {NORMS}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Everything but the weights' values: shapes, sparsity patterns, labels, flags."""
@@ -411,6 +439,8 @@ class ModelConfig:
     backend: str | None = None
     # Sub-layers that run several times with shared weights (a compiled loop), else None.
     tied: TiedBlock | None = None
+    # The pre-norm of every sub-layer and of the unembedding; None: no normalisation.
+    norm: NormSpec | None = None
 
     @property
     def layer_order(self) -> tuple[int, ...]:

@@ -20,6 +20,7 @@ import numpy as np
 from compiler.model.assemble import assemble
 from compiler.model.config import TiedBlock
 from compiler.model.forms import choose_forms
+from compiler.model.norm import with_norm
 from compiler.model.reuse import ResidualReuse
 from compiler.model.reuse import reuse_residual as reuse_directions
 from compiler.model.transformer import ModelConfig, build
@@ -78,6 +79,8 @@ def model_from_craft(
     backend: str | None = None,
     tied: TiedBlock | None = None,
     reuse_residual: bool = False,
+    norm: str | None = None,
+    norm_budget: float = 0.0,
 ) -> HaikuModel:
     """Assemble `craft`'s blocks and tables into weights and build the Haiku model.
 
@@ -91,12 +94,16 @@ def model_from_craft(
         loop, `compiler.passes.loops`); None runs every sub-layer once.
       reuse_residual: let values written later take the residual slots of values no longer
         read (`compiler.model.reuse`): a narrower stream, several owners per slot.
+      norm: "layernorm" or "rmsnorm": a pre-norm before every sub-layer and the unembedding
+        (`compiler.model.norm`); None: none.
+      norm_budget: with a norm, the bound on the stream's squared size its anchor is sized by
+        (`compiler.passes.norm_budget.residual_budget`).
 
     Returns:
       The config, the Haiku params and `forward(params, ids, projection=None)`.
 
     Raises:
-      ValueError: `reuse_residual` together with `tied`.
+      ValueError: `reuse_residual` together with `tied` or with `norm`.
     """
     config, weights = assemble(
         craft.residual,
@@ -110,9 +117,13 @@ def model_from_craft(
     )
     if reuse_residual and tied is not None:
         raise ValueError("reuse_residual cannot be combined with a tied block: its slots would change owner between repeats")
+    if reuse_residual and norm is not None:
+        raise ValueError("reuse_residual cannot be combined with a norm: the norm coordinates would need slots")
     reuse = None
     if reuse_residual:
         config, weights, reuse = reuse_directions(config, weights)
+    if norm is not None:
+        config, weights = with_norm(config, weights, norm, norm_budget)
     config = choose_forms(dataclasses.replace(config, tied=tied), weights, backend or jax.default_backend())
     params, forward, _ = build(config, weights)
     return HaikuModel(config=config, params=params, forward=forward, reuse=reuse)

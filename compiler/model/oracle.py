@@ -1,7 +1,7 @@
 """The test oracle: the compiled model's forward pass in plain numpy, from its config and params.
 
 It is written independently of `compiler.model.transformer.CompiledTransformer` (no sparse forms,
-no slicing plans, no XLA): every weight is made dense over the coordinates it touches and applied
+no slicing plans, no XLA; a norm site computed from its definition): every weight is made dense over the coordinates it touches and applied
 with one matrix product, so a bug in the fast forward pass shows as a difference here. It needs
 no compilation, which matters where thousands of fresh models run once each (about a second of
 XLA compilation per program would dominate a fuzzing run; the fuzz driver still sends a share of
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.model.config import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, SparseLinear
+from compiler.model.config import MASKED_LOGIT, MODULE_NAME, AttentionSpec, ModelConfig, NormSpec, SparseLinear
 from craft.blocks import activate
 from craft.numerics import softmax
 
@@ -30,6 +30,16 @@ def _linear(spec: SparseLinear, param: np.ndarray, x: np.ndarray, out_width: int
     placement = np.zeros((len(spec.out_idx), out_width), dtype=x.dtype)  # column j -> out_idx[j], summed
     placement[np.arange(len(spec.out_idx)), np.asarray(spec.out_idx, dtype=np.intp)] = 1
     return y @ placement
+
+
+def _normalised(stream: np.ndarray, norm: NormSpec | None) -> np.ndarray:
+    """A norm site (`NormSpec`): LayerNorm or RMSNorm of the stream times the gain; the stream
+    itself without a norm."""
+    if norm is None:
+        return stream
+    centred = stream - stream.mean(axis=-1, keepdims=True) if norm.kind == "layernorm" else stream
+    divisor = np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + np.asarray(norm.eps, stream.dtype))
+    return centred * (np.asarray(norm.scale, stream.dtype) / divisor)
 
 
 def forward(config: ModelConfig, params: dict, ids: np.ndarray, dtype: type[np.floating] = np.float32) -> np.ndarray:
@@ -61,17 +71,18 @@ def forward(config: ModelConfig, params: dict, ids: np.ndarray, dtype: type[np.f
     for index in config.layer_order:  # a compiled loop's tied block once per repeat
         layer = config.layers[index]
         weights = groups.get(f"layer_{index}", {})
+        read = _normalised(stream, config.norm)
         if isinstance(layer, AttentionSpec):
             delta = np.zeros_like(stream)
             for h, head in enumerate(layer.heads):
-                q = _linear(head.w_q, weights[f"head_{h}_q"], stream)
-                k = _linear(head.w_k, weights[f"head_{h}_k"], stream)
-                v = _linear(head.w_v, weights[f"head_{h}_v"], stream)
+                q = _linear(head.w_q, weights[f"head_{h}_q"], read)
+                k = _linear(head.w_k, weights[f"head_{h}_k"], read)
+                v = _linear(head.w_v, weights[f"head_{h}_v"], read)
                 logits = np.where(mask, q @ np.swapaxes(k, -1, -2), np.asarray(MASKED_LOGIT, dtype))
                 delta = delta + _linear(head.w_o, weights[f"head_{h}_o"], softmax(logits) @ v, width)
         else:
-            hidden = _linear(layer.w_in, weights["w_in"], stream)
+            hidden = _linear(layer.w_in, weights["w_in"], read)
             delta = _linear(layer.w_out, weights["w_out"], activate(layer.activation, hidden), width)
         stream = stream + delta
-    logits = _linear(config.unembed, groups["unembed"]["w_u"], stream)
+    logits = _linear(config.unembed, groups["unembed"]["w_u"], _normalised(stream, config.norm))
     return logits[..., 0] if config.numerical_output else logits

@@ -1,8 +1,9 @@
 """The compiled transformer as a Haiku model.
 
-A decoder-only transformer without layer norm: token and position embeddings, alternating
-attention and MLP sub-layers that add into the residual stream, and an unembedding of the output
-s-op. Sizes are per layer (each attention layer has its own heads, each MLP its own width and
+A decoder-only transformer: token and position embeddings, alternating attention and MLP
+sub-layers that add into the residual stream, and an unembedding of the output s-op; with
+`ModelConfig.norm`, a LayerNorm or RMSNorm before every sub-layer and before the unembedding
+(`compiler.model.norm`). Sizes are per layer (each attention layer has its own heads, each MLP its own width and
 activation): nothing is padded to the widest layer.
 
 Compiled weights are sparse: a head reads a few residual directions, a lookup-table MLP is close
@@ -37,6 +38,7 @@ from compiler.model.config import (
     MODULE_NAME,
     AttentionSpec,
     ModelConfig,
+    NormSpec,
     ParamKey,
     SparseLinear,
     layer_module,
@@ -214,6 +216,14 @@ def _apply_row_ell(spec: SparseLinear, param: jax.Array, x: jax.Array) -> jax.Ar
     return jax.lax.fori_loop(0, len(ell_cols), add_step, y)
 
 
+def normalise(stream: jax.Array, norm: NormSpec) -> jax.Array:
+    """One norm site (`compiler.model.config.NormSpec`): the stream's LayerNorm or RMSNorm over
+    its last axis, times the norm's gain."""
+    if norm.kind == "layernorm":
+        stream = stream - jnp.mean(stream, axis=-1, keepdims=True)
+    return stream * (norm.scale * jax.lax.rsqrt(jnp.mean(jnp.square(stream), axis=-1, keepdims=True) + norm.eps))
+
+
 def embedding_table(spec: SparseLinear, param: jax.Array, rows: int, width: int) -> jax.Array:
     """`[rows, width]`: the weight as a dense matrix over all its input and output coordinates
     (for an embedding, row `i` is what one-hot input `i` writes)."""
@@ -339,6 +349,11 @@ class CompiledTransformer(hk.Module):
         if tied is not None and (start or stop != count or hooks or capture):
             raise CompilerError("this model runs a tied block (a compiled loop) in one scan: untie it first "
                                 "(compiler.model.tying.untied) to start, stop, hook or capture inside it")
+        norm = config.norm
+        if norm is not None and projection is not None:
+            raise CompilerError(f"this model has a {norm.kind} before every sub-layer, which a residual projection "
+                                "would change (it normalises the compressed stream); compress a model compiled "
+                                "with norm=None")
         # Created here (not lazily inside a helper method) so Haiku names them plainly.
         self._groups = {module: _ParamGroup(values, name=module) for module, values in self.weights.items()}
         hooked, cache = dict(hooks), {}
@@ -381,7 +396,10 @@ class CompiledTransformer(hk.Module):
             for index in indices:
                 module = layer_module(index)
                 layer = config.layers[index] if projection is None else steps[index].layer
-                x = stream if projection is None else read_rows(stream, projection, steps[index].reads, self.blocks)
+                if projection is not None:
+                    x = read_rows(stream, projection, steps[index].reads, self.blocks)
+                else:
+                    x = stream if norm is None else normalise(stream, norm)
                 out_width = width if projection is None else len(steps[index].writes)
                 # Without a projection (or a hook on the delta) each sub-layer adds straight into
                 # (a copy of) the stream: no `[batch, T, D]` delta of zeros per sub-layer, which
@@ -440,7 +458,8 @@ class CompiledTransformer(hk.Module):
         output = None
         if stop == count:
             if projection is None or readout is None:
-                logits = apply_linear(config.unembed, self._get("unembed", "w_u"), current)
+                final = current if norm is None else normalise(current, norm)
+                logits = apply_linear(config.unembed, self._get("unembed", "w_u"), final)
             else:
                 read = read_rows(current, projection, readout.reads, self.blocks)
                 logits = apply_linear(readout.spec, self._get("unembed", "w_u"), read)
@@ -529,4 +548,5 @@ __all__ = [
     "apply_linear",
     "embedding_table",
     "build",
+    "normalise",
 ]

@@ -39,6 +39,13 @@ class LoweringOptions:
     # The `narrow_lookups` pass: categorical Maps get their units per output value where that
     # has fewer non-zeros (`craft.chamber.categorical_mlp`, module docstring).
     narrow_lookups: bool = False
+    # Lookup units clamped flat around 0 and 1 (`categorical_mlp.saturated`): a model with a norm,
+    # whose every read is off by up to the norm's spread, so errors must not compound.
+    saturate: bool = False
+
+    def lookup(self, mlp: MLP) -> MLP:
+        """A categorical lookup table as built, or saturated when `saturate`."""
+        return categorical_mlp.saturated(mlp, ONE) if self.saturate else mlp
 
     @property
     def one_space(self) -> VectorSpaceWithBasis:
@@ -78,7 +85,7 @@ def _lower_map(graph: nx.DiGraph, label: str, options: LoweringOptions) -> MLP:
         if narrow and mlp.hidden_space.num_dims < in_space.num_dims:
             record(graph, [f"narrow_lookups: Map {label} (of {inner}) with {mlp.hidden_space.num_dims} "
                            f"hidden units instead of {in_space.num_dims}"])
-        return mlp
+        return options.lookup(mlp)
     if numerical_out:
         fit = graph.graph.get(nodes.NUMERICAL_FITS, {}).get(label)
         if fit is None or options.bos not in fit.mlp.input_space or options.mlp_exactness != 100:
@@ -121,7 +128,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
             expr.snd_fac,
             hidden_name=g.hidden_name(label),
         )
-    return categorical_mlp.sequence_map_categorical_mlp(
+    return options.lookup(categorical_mlp.sequence_map_categorical_mlp(
         output_space(graph, fst),
         output_space(graph, snd),
         out_space,
@@ -129,7 +136,7 @@ def _lower_sequence_map(graph: nx.DiGraph, label: str, options: LoweringOptions)
         options.one_space,
         hidden_name=g.hidden_name(label),
         pairs=node.get(nodes.TABLE_PAIRS),
-    )
+    ))
 
 
 def _leaf_qk(
@@ -220,14 +227,14 @@ def _with_none(graph: nx.DiGraph, label: str, mlp: MLP, options: LoweringOptions
         spaces = [output_space(graph, i) for i in inputs]
         op = _none_results(fn if len(g.operation(graph, label)[1]) == len(inputs) else Diagonal(fn), inputs)
         if len(inputs) == 1:
-            table = categorical_mlp.map_categorical_to_numerical_mlp(
+            table = options.lookup(categorical_mlp.map_categorical_to_numerical_mlp(
                 spaces[0], flag_space, op, hidden_name=f"{label}_none_table", one_space=options.one_space
-            )
+            ))
         else:
-            table = categorical_mlp.sequence_map_categorical_mlp(
+            table = options.lookup(categorical_mlp.sequence_map_categorical_mlp(
                 spaces[0], spaces[1], flag_space, op, options.one_space,
                 hidden_name=f"{label}_none_table", pairs=graph.nodes[label].get(nodes.TABLE_PAIRS),
-            )
+            ))
         if np.any(to_dense(table.second.matrix)):  # f returns None somewhere
             parts.append(table)
     else:  # a numerical Map: its measured flag MLP where f returns None, gated like its value MLP

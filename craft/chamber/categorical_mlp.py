@@ -254,6 +254,37 @@ def map_categorical_to_numerical_mlp(
     return MLP(first, LinearMap(first.output_space, output_space, values[:, None]))
 
 
+def saturated(mlp: MLP, one: BasisDirection) -> MLP:
+    """`mlp` with each thresholded lookup unit `relu(z)` (z = 1 where it fires, at most -1 where it
+    does not, as every unit of these builders that reads `one` has) replaced by the clamp
+    `relu(z + one/2) - relu(z - one/2)`: the same 1 and 0 on clean inputs, but flat around both,
+    so an input one-hot carrying an error below 1/2 of the margin (a norm's scale, float noise)
+    gives the exact output instead of passing the error on doubled (`2 x - one` doubles it,
+    `2 x + 2 y - 3 one` quadruples it). Used where errors would compound: under a norm
+    (`compile_rasp(..., norm=...)`), whose divisor moves every read by up to its spread.
+
+    Raises:
+      ValueError: `mlp` does not read `one`.
+    """
+    if one not in mlp.input_space:
+        raise ValueError(f"saturated needs a lookup that reads {one}")
+    first, second = sparse.csr_array(mlp.first.matrix), sparse.csr_array(mlp.second.matrix)
+    units = first.shape[1]
+    bias = sparse.csr_array((np.full(units, 0.5), (np.full(units, mlp.input_space.index(one)), np.arange(units))),
+                            shape=first.shape)
+    order = np.arange(2 * units).reshape(2, units).T.ravel()  # unit j's low and high halves side by side
+    widened = sparse.hstack([first + bias, first - bias], format="csc")[:, order]
+    out = sparse.vstack([second, -second], format="csr")[order]
+    hidden = VectorSpaceWithBasis(tuple(
+        BasisDirection(d.name, (d.value, side)) for d in mlp.hidden_space.basis for side in ("low", "high")))
+
+    def as_stored(matrix: sparse.sparray) -> np.ndarray | sparse.csr_array:
+        return sparse.csr_array(matrix) if builds_sparse(*matrix.shape) else matrix.toarray()
+
+    return MLP(LinearMap(mlp.input_space, hidden, as_stored(widened)),
+               LinearMap(hidden, mlp.output_space, as_stored(out)), mlp.activation)
+
+
 def _pairwise(operation: Callable[[Any, Any], Any], xs: list, ys: list) -> list:
     """operation(x, y) for all pairs, x-major, via numpy's object ufunc machinery."""
     if not xs or not ys:

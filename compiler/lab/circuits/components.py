@@ -259,8 +259,12 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     Returns:
         The network with its sources, ports, dense weights and scored columns.
     Raises:
-        LabError: `projection` is not `[D, d]`, or `output` names no output of the model.
+        LabError: `projection` is not `[D, d]`, `output` names no output of the model, or the
+            model has a norm (its patching does not normalise yet).
     """
+    if model.config.norm is not None:
+        raise LabError(f"circuits of a model with a {model.config.norm.kind} are not measured yet (the patched "
+                       "network runs no norm); compile the program with norm=None")
     model = untied(model)
     config = model.config
     labels = config.residual_labels

@@ -21,7 +21,7 @@ from support import example_model
 
 from compiler import ModelFileError, compile_rasp
 from compiler.examples import EXAMPLES
-from compiler.io.files import FORMAT_VERSION, REUSE_FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
+from compiler.io.files import FORMAT_VERSION, NORM_FORMAT_VERSION, REUSE_FORMAT_VERSION, load_model, model_bytes, read_model_file, save_model
 from compiler.io.serialize import canonical_json, decode_value, encode_value
 from compiler.model.config import MODULE_NAME
 from compiler.model.encoders import InputEncoder
@@ -172,9 +172,24 @@ def test_corrupted_header_and_trailing_bytes_are_refused(saved, tmp_path) -> Non
 
 def test_other_format_version_is_refused(saved, tmp_path) -> None:
     header, body = _split(saved)
-    header["__metadata__"]["format_version"] = str(REUSE_FORMAT_VERSION + 1)
+    header["__metadata__"]["format_version"] = str(NORM_FORMAT_VERSION + 1)
     message = _refusal(_join(header, body), tmp_path)
-    assert "format version mismatch" in message and f"versions 1, {FORMAT_VERSION} and {REUSE_FORMAT_VERSION}" in message
+    assert "format version mismatch" in message
+    assert f"versions 1, {FORMAT_VERSION}, {REUSE_FORMAT_VERSION} and {NORM_FORMAT_VERSION}" in message
+
+
+def test_a_norm_models_version_must_say_it_has_a_norm(tmp_path) -> None:
+    """A model with a norm is written as version 4; read as an older version (which would run it
+    without its norms) it is refused, as is a version 4 file without a norm."""
+    model = compile_rasp(lib.make_length(), {1, 2}, 3, norm="layernorm")
+    data = model_bytes(model)
+    header, body = _split(data)
+    assert header["__metadata__"]["format_version"] == str(NORM_FORMAT_VERSION)
+    header["__metadata__"]["format_version"] = str(FORMAT_VERSION)
+    assert "has a norm" in _refusal(_join(header, body), tmp_path)
+    plain_header, plain_body = _split(model_bytes(compile_rasp(lib.make_length(), {1, 2}, 3)))
+    plain_header["__metadata__"]["format_version"] = str(NORM_FORMAT_VERSION)
+    assert "lacks a norm" in _refusal(_join(plain_header, plain_body), tmp_path)
 
 
 def test_hand_edited_description_is_refused(saved, tmp_path) -> None:
