@@ -31,7 +31,12 @@ What makes the export exact rather than approximately equal:
   by 10^9 and its softmax weight is exactly 0. Padded batches therefore need no
   `attention_mask` (which TransformerLens 3 ignores for bidirectional models). A compressed
   export keeps the mask only when `W` leaves `one` and `tokens:PAD` on axes of their own
-  (`_own_axes`); otherwise `pad_mask_dim` is `None` and batches must hold one length.
+  (`_own_axes`); otherwise `pad_mask_dim` is `None` and batches must hold one length. So does a
+  model compiled with a LayerNorm (its centring would move the zeros the mask reads); its Hugging
+  Face export (`compiler.io.huggingface`) masks padding through `attention_mask` instead.
+* **Norms.** A model compiled with `norm=...` exports with TransformerLens' `normalization_type`
+  "LN" or "RMS", the norm's gain on every coordinate of `ln1`, `ln2` and `ln_final` and zero
+  biases, and its `eps`: TransformerLens' norm computes what the compiled one does.
 
 TransformerLens' default weight processing (centring the unembedding, centring writing weights,
 folding layer norms) changes a compiled model's outputs; the returned model warns with
@@ -54,8 +59,9 @@ import numpy as np
 from compiler.io.export_info import ExportError, ExportInfo
 from compiler.model import oracle
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.config import AttentionSpec, MLPSpec, layer_module
+from compiler.model.config import AttentionSpec, MLPSpec, NormSpec, layer_module
 from compiler.model.dense import config_of_dense_tensors, dense_tensors, fold_projection, tensor_name
+from compiler.model.norm import NORM_EPS
 from compiler.model.tying import untied
 from compiler.model.weights import (
     head_weights,
@@ -83,6 +89,8 @@ PAD_MASK_LOGIT = 1e9
 # The residual directions the PAD mask reads: constant 1 at every position / 1 exactly at PAD.
 ONE_LABEL = ONE_NAME
 PAD_LABEL = str(BasisDirection(TOKENS_NAME, "PAD"))
+# TransformerLens' `normalization_type` of each of the compiler's norms.
+NORMALIZATION_TYPES = {"layernorm": "LN", "rmsnorm": "RMS"}
 # What TransformerLens 4 divides attention scores by; a power of two, so folding it into W_Q
 # and dividing it out again are both exact.
 TL4_ATTN_SCALE = 2.0
@@ -145,9 +153,14 @@ def _sizes(model: CompiledModel) -> tuple[int, int, int]:
 
 
 def _pad_mask_columns(model: CompiledModel) -> tuple[int, int] | None:
-    """Residual columns of `one` and `tokens:PAD`, when both exist and no layer writes them."""
+    """Residual columns of `one` and `tokens:PAD`, when both exist and no layer writes them;
+    None under a LayerNorm, whose centring moves the zero `tokens:PAD` of every other key by the
+    float rounding of the stream's mean, which the mask's `PAD_MASK_LOGIT` would turn into score
+    changes of order 100 (RMSNorm does not centre: its zeros stay exactly 0)."""
     labels = model.config.residual_labels
     if ONE_LABEL not in labels or PAD_LABEL not in labels:
+        return None
+    if model.config.norm is not None and model.config.norm.kind == "layernorm":
         return None
     columns = (labels.index(ONE_LABEL), labels.index(PAD_LABEL))
     for index, layer in enumerate(model.config.layers):
@@ -192,10 +205,15 @@ def export_weights(
         `ExportedWeights`: the state dict, the config arguments and the `ExportInfo`.
 
     Raises:
-        ExportError: an MLP's activation is not ReLU, or `projection` is not `[D, d]`.
+        ExportError: an MLP's activation is not ReLU, `projection` is not `[D, d]`, or a
+            projection of a model with a norm.
     """
     model = untied(model)  # a compiled loop's tied block: one TransformerLens block per iteration
     config = model.config
+    norm = config.norm
+    if norm is not None and projection is not None:
+        raise ExportError(f"the model has a {norm.kind} before every sub-layer, which a residual projection would "
+                          "change; export it without projection=, or compress a model compiled with norm=None")
     width = config.residual_width
     n_heads, d_head, d_mlp = _sizes(model)
     tensors = dense_tensors(model)
@@ -242,6 +260,10 @@ def export_weights(
                 f"{prefix}.b_O": np.zeros(d_model),
             }
         )
+        if norm is not None:
+            state.update(_norm_weights(f"blocks.{index}.ln1", norm.kind, norm.scale, d_model))
+            if d_mlp:
+                state.update(_norm_weights(f"blocks.{index}.ln2", norm.kind, norm.scale, d_model))
         if d_mlp:
             w_in, w_out = np.zeros((d_model, d_mlp)), np.zeros((d_mlp, d_model))
             if mlp is not None:
@@ -256,6 +278,8 @@ def export_weights(
                     f"blocks.{index}.mlp.b_out": np.zeros(d_model),
                 }
             )
+    if norm is not None:
+        state.update(_norm_weights("ln_final", norm.kind, norm.scale, d_model))
     label = getattr(model.program, "label", None)
     cfg = {
         "n_layers": len(blocks),
@@ -268,7 +292,8 @@ def export_weights(
         "d_vocab": config.vocab_size,
         "d_vocab_out": int(w_u.shape[1]),
         "act_fn": "relu",
-        "normalization_type": None,
+        "normalization_type": None if norm is None else NORMALIZATION_TYPES[norm.kind],
+        "eps": NORM_EPS if norm is None else norm.eps,
         "attn_only": not d_mlp,
         "positional_embedding_type": "standard",
         "use_attn_scale": attn_scale is not None,
@@ -296,6 +321,15 @@ def export_weights(
     )
     arrays = {name: np.asarray(value, np.float32) for name, value in state.items()}
     return ExportedWeights(arrays, cfg, info)
+
+
+def _norm_weights(prefix: str, kind: str, scale: float, width: int) -> StateDict:
+    """A norm site's TransformerLens weights: the gain `scale` on every coordinate (`.w`) and,
+    for LayerNorm, a zero bias (`.b`)."""
+    found = {f"{prefix}.w": np.full(width, scale)}
+    if kind == "layernorm":
+        found[f"{prefix}.b"] = np.zeros(width)
+    return found
 
 
 def _checked_projection(projection: Any, width: int) -> np.ndarray:
@@ -341,9 +375,10 @@ def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.
     Raises:
       ExportError: a non-zero bias (the compiled models have none; this check does not add them).
     """
-    nonzero = [name for name, value in state.items() if ".b_" in name and np.any(value)]
+    nonzero = [name for name, value in state.items() if (".b_" in name or name.endswith(".b")) and np.any(value)]
     if nonzero:
         raise ExportError(f"numpy_forward checks bias-free exports; {nonzero[0]} is not zero")
+    norm = _read_norm(state, cfg)
     scale = 1.0
     if cfg.get("use_attn_scale", True):
         scale = cfg["attn_scale"] if cfg.get("attn_scale", -1.0) > 0 else float(np.sqrt(cfg["d_head"]))
@@ -360,8 +395,25 @@ def numpy_forward(state: StateDict, cfg: dict[str, Any], ids: np.ndarray) -> np.
             tensors[tensor_name(mlp, "w_in")] = state[f"blocks.{block}.mlp.W_in"]
             tensors[tensor_name(mlp, "w_out")] = state[f"blocks.{block}.mlp.W_out"]
     config, params = config_of_dense_tensors(tensors, pad_id=-1, causal=cfg["attention_dir"] == "causal",
-                                             numerical_output=False, activations={}, dtype=np.float64)
+                                             numerical_output=False, activations={}, dtype=np.float64, norm=norm)
     return oracle.forward(config, params, np.asarray(ids), dtype=np.float64)
+
+
+def _read_norm(state: StateDict, cfg: dict[str, Any]) -> NormSpec | None:
+    """The norm of an export, read from its config and its sites' gains (one value everywhere,
+    as the compiler writes them); None without one.
+
+    Raises:
+      ExportError: gains that differ (a norm this check does not model).
+    """
+    kind = {tl: ours for ours, tl in NORMALIZATION_TYPES.items()}.get(cfg.get("normalization_type") or "")
+    if kind is None:
+        return None
+    gains = np.concatenate([value.ravel() for name, value in state.items() if name.endswith((".ln1.w", ".ln2.w"))
+                            or name == "ln_final.w"])
+    if not len(gains) or np.any(gains != gains[0]):
+        raise ExportError("numpy_forward checks exports whose norm sites share one gain")
+    return NormSpec(kind, float(gains[0]), float(cfg["eps"]), anchor=float("nan"), spread=float("nan"))
 
 
 # -- the real TransformerLens model -------------------------------------------------------------

@@ -43,6 +43,7 @@ from compiler.model.config import (
     HeadSpec,
     MLPSpec,
     ModelConfig,
+    NormSpec,
     SparseLinear,
     layer_module,
 )
@@ -231,7 +232,7 @@ def dense_tensors(model: HasWeights) -> dict[str, np.ndarray]:
 
 
 def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, causal: bool, numerical_output: bool,
-                            activations: dict[int, str], dtype: type = np.float32,
+                            activations: dict[int, str], dtype: type = np.float32, norm: NormSpec | None = None,
                             ) -> tuple[ModelConfig, dict[str, dict[str, np.ndarray]]]:
     """The config and Haiku-keyed params of dense weights stored flat, as model files and zoo
     records name them (`compiled_transformer/layer_<i>/head_<h>_q`, `.../w_in`, ...), so that a
@@ -243,6 +244,7 @@ def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, caus
       pad_id, causal, numerical_output: as the compiled model's config has them.
       activations: each MLP sub-layer's activation by index (ReLU where absent).
       dtype: the float type of the returned params.
+      norm: the model's norm (`ModelConfig.norm`), None for none.
 
     Returns:
       `(config, params)`; the config's residual labels are the coordinates' numbers.
@@ -266,7 +268,7 @@ def config_of_dense_tensors(tensors: dict[str, np.ndarray], *, pad_id: int, caus
         residual_labels=tuple(str(i) for i in range(token.shape[1])), layers=tuple(layers),
         token_embed=_dense_spec(token), pos_embed=_dense_spec(position), unembed=_dense_spec(w_u),
         vocab_size=token.shape[0], max_seq_len=position.shape[0] - 1, pad_id=pad_id, causal=causal,
-        numerical_output=numerical_output,
+        numerical_output=numerical_output, norm=norm,
     )
     return config, {f"{MODULE_NAME}/{key}": value for key, value in modules.items()}
 
