@@ -173,7 +173,7 @@ def compile_rasp(
     craft = lay_out(
         graph, sublayers, encoder.token_to_id, compiler_bos, compiler_pad, max_seq_len=max_seq_len, causal=causal
     )
-    budget = residual_budget(graph, craft.residual, norm) if norm is not None else 0.0
+    budget = residual_budget(graph, craft.residual) if norm is not None else 0.0
     haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, reuse_residual=reuse_residual, norm=norm,
                              norm_budget=budget)
     output_encoder = output_encoder_of(graph, isinstance(program, (list, tuple)), compiler_bos)

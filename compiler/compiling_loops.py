@@ -125,7 +125,7 @@ def compile_loop(
         numerical_output=g.is_numerical(graph, program.state),
     )
     tied = TiedBlock(layout.start, layout.stop, loop.steps)
-    budget = residual_budget(graph, craft.residual, norm) if norm is not None else 0.0
+    budget = residual_budget(graph, craft.residual) if norm is not None else 0.0
     haiku = model_from_craft(craft, sparse_qk=FACTOR_QK in passes, tied=tied, norm=norm, norm_budget=budget)
     graph.graph[nodes.SINKS] = (program.state,)  # the output is the state after the last iteration
     map_errors = {

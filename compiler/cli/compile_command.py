@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from compiler.cli.args import UsageError, load_program, parse_input, parse_vocab
@@ -64,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     compiling.add_argument("--validate-only", action="store_true", help="list every problem, compile nothing")
     outputs = parser.add_argument_group("outputs")
     outputs.add_argument("--out", metavar="PATH", help="save the compiled model to PATH")
+    outputs.add_argument(
+        "--huggingface", metavar="FOLDER",
+        help="write a Hugging Face GPT-2 checkpoint (config, weights, tokenizer) to FOLDER; needs --norm layernorm",
+    )
     outputs.add_argument("--input", metavar="TOKENS", help='run on e.g. "BOS x a c x" and print the residual stream')
     outputs.add_argument(
         "--plot", metavar="PATH",
@@ -160,6 +165,13 @@ def run(args: argparse.Namespace) -> int:
     for target in (args.out, args.plot):  # refuse a bad destination before compiling
         if target is not None:
             check_target(target)
+    if args.huggingface is not None:
+        from compiler.io.huggingface import check_folder
+
+        if not args.load and args.norm != "layernorm":
+            raise UsageError("--huggingface writes a GPT-2 checkpoint, which has a LayerNorm before every sub-layer; "
+                             "add --norm layernorm")
+        check_folder(Path(args.huggingface))
     report: dict[str, Any] = {}
     if args.load:
         from compiler.io.files import read_model_file
@@ -203,6 +215,13 @@ def _outputs(
         path = save_model(model, args.out, source=program[0], label=program[1])
         report["saved"] = str(path)
         text.append(f"saved model to {path} ({path.stat().st_size} bytes)")
+    if args.huggingface is not None:
+        from compiler.io.huggingface import to_huggingface
+
+        export = to_huggingface(model, args.huggingface, name=f"tracr-compile/{program[1]}" if program[1] else None)
+        report["huggingface"] = str(export.folder)
+        text.append(f"wrote a Hugging Face GPT-2 checkpoint to {export.folder} ({len(export.tokens)} tokens, "
+                    f"n_embd {export.n_embd}, {export.n_layer} layers of {export.n_head} heads)")
     tokens = None
     if args.input is not None:
         encoder = model.input_encoder

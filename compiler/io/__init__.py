@@ -8,6 +8,8 @@ Modules in reading order:
   the projection of a compressed export).
 * ``hf_tokenizer`` — a Hugging Face tokenizer over a compiled model's vocabulary.
 * ``export`` — ``to_transformer_lens`` and ``export_weights``.
+* ``huggingface`` — ``to_huggingface``: a model compiled with a LayerNorm as a GPT-2 checkpoint.
+* ``hf_parity`` — a script that runs checkpoints in a process importing none of this project.
 
 ``save_model``, ``load_model`` and ``to_transformer_lens`` are re-exported by ``compiler``.
 """

@@ -32,8 +32,8 @@ What makes the export exact rather than approximately equal:
   `attention_mask` (which TransformerLens 3 ignores for bidirectional models). A compressed
   export keeps the mask only when `W` leaves `one` and `tokens:PAD` on axes of their own
   (`_own_axes`); otherwise `pad_mask_dim` is `None` and batches must hold one length. So does a
-  model compiled with a LayerNorm (its centring would move the zeros the mask reads); its Hugging
-  Face export (`compiler.io.huggingface`) masks padding through `attention_mask` instead.
+  model compiled with a LayerNorm (`_pad_mask_columns` says why); its Hugging Face export
+  (`compiler.io.huggingface`) masks padding through `attention_mask` instead.
 * **Norms.** A model compiled with `norm=...` exports with TransformerLens' `normalization_type`
   "LN" or "RMS", the norm's gain on every coordinate of `ln1`, `ln2` and `ln_final` and zero
   biases, and its `eps`: TransformerLens' norm computes what the compiled one does.
@@ -153,10 +153,11 @@ def _sizes(model: CompiledModel) -> tuple[int, int, int]:
 
 
 def _pad_mask_columns(model: CompiledModel) -> tuple[int, int] | None:
-    """Residual columns of `one` and `tokens:PAD`, when both exist and no layer writes them;
-    None under a LayerNorm, whose centring moves the zero `tokens:PAD` of every other key by the
-    float rounding of the stream's mean, which the mask's `PAD_MASK_LOGIT` would turn into score
-    changes of order 100 (RMSNorm does not centre: its zeros stay exactly 0)."""
+    """Residual columns of `one` and `tokens:PAD`, when both exist and no layer writes them; None
+    under a LayerNorm: its centring subtracts the stream's mean (about 0.3 in a mid-sized model)
+    from `tokens:PAD` too, and the mask's `PAD_MASK_LOGIT` times that, cancelled by its read of
+    the norm's zero coordinate only up to float32 rounding of a number near 3e8, would move every
+    score by tens (RMSNorm does not centre: a zero stays exactly 0)."""
     labels = model.config.residual_labels
     if ONE_LABEL not in labels or PAD_LABEL not in labels:
         return None

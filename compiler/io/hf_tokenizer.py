@@ -74,6 +74,31 @@ class VocabularyTokenizer(PreTrainedTokenizerFast):
         return super().__call__(text, *args, **kwargs)
 
 
+def word_level_tokenizer(texts: Sequence[str], bos_id: int, pad_id: int, max_length: int, name: str,
+                         cls: type[PreTrainedTokenizerFast] = PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """A whitespace-split word-level tokenizer whose id `i` is `texts[i]`, putting the text of
+    `bos_id` in front of every sequence and padding (right side) with `pad_id`, whose text is
+    also the EOS token (nothing appends it). `cls` is the class it is wrapped in: the plain
+    `PreTrainedTokenizerFast` is what `AutoTokenizer.from_pretrained` rebuilds from saved files."""
+    vocab = {text: index for index, text in enumerate(texts)}
+    bos, pad = texts[bos_id], texts[pad_id]
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=pad))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, bos_id)]
+    )
+    return cls(
+        tokenizer_object=backend,
+        bos_token=bos,
+        pad_token=pad,
+        eos_token=pad,
+        add_bos_token=True,
+        padding_side="right",
+        model_max_length=max_length,
+        name_or_path=name,
+    )
+
+
 def build_tokenizer(encoder: InputEncoder, name: str = "tracr-compile") -> VocabularyTokenizer:
     """The tokenizer of a compiled model's inputs, with the model's ids.
 
@@ -83,22 +108,7 @@ def build_tokenizer(encoder: InputEncoder, name: str = "tracr-compile") -> Vocab
     an id the model does not have. `name` becomes `name_or_path` (TransformerLens reads it; it is
     never looked up anywhere, because the tokenizer already adds BOS).
     """
-    texts = token_texts(encoder)
-    vocab = {text: index for index, text in enumerate(texts)}
-    bos, pad = texts[encoder.bos_id], texts[encoder.pad_id]
-    backend = Tokenizer(models.WordLevel(vocab, unk_token=pad))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    backend.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, encoder.bos_id)]
-    )
-    tokenizer = VocabularyTokenizer(
-        tokenizer_object=backend,
-        bos_token=bos,
-        pad_token=pad,
-        eos_token=pad,
-        add_bos_token=True,
-        padding_side="right",
-        model_max_length=encoder.max_seq_len + 1,
-        name_or_path=name,
-    )
+    tokenizer = word_level_tokenizer(token_texts(encoder), encoder.bos_id, encoder.pad_id, encoder.max_seq_len + 1,
+                                     name, VocabularyTokenizer)
+    assert isinstance(tokenizer, VocabularyTokenizer)
     return tokenizer

@@ -172,7 +172,8 @@ def _tied_from_json(data: Any) -> TiedBlock | None:
 def _norm_from_json(data: Any) -> NormSpec | None:
     if data is None:
         return None
-    return NormSpec(_typed(data["kind"], str), *(_typed(data[key], float) for key in ("scale", "eps", "anchor", "spread")))
+    return NormSpec(_typed(data["kind"], str), *(_typed(data[key], float) for key in ("scale", "eps", "anchor", "spread",
+                                                                                         "budget")))
 
 
 def config_to_json(config: ModelConfig) -> dict:

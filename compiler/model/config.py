@@ -414,6 +414,7 @@ class NormSpec:
     eps: float
     anchor: float  # magnitude of the anchor coordinates
     spread: float  # worst |scale / sqrt(var(x) + eps) - 1| over every reachable residual vector
+    budget: float = float("nan")  # the bound on the other coordinates' squared size it was sized by
 
     def __post_init__(self) -> None:
         if self.kind not in NORMS:

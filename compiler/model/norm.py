@@ -3,25 +3,31 @@
 A norm divides the stream by its own size, which a compiled model's values do not have: the
 size of the residual vector changes from input to input and from layer to layer (which s-ops
 are set, what numbers they hold). The compiled model makes each norm a known constant scale
-instead, in two steps that add a few coordinates and change no weight's values:
+instead, by adding a few coordinates; no compiled weight changes value:
 
-* **Mean zero** (LayerNorm only): a *balance* coordinate holds minus the sum of every other
-  coordinate. Every weight that writes the stream (the embeddings, each head's output map, each
-  MLP's output) gets one more output column, minus the sum of its row, so the stream's sum is 0
-  at every position after every sub-layer; the norm's centring then subtracts nothing.
 * **A dominant anchor**: the token embedding writes a constant `A` into an *anchor* coordinate
-  (and `-A` into a *counter* coordinate for LayerNorm, so the sum stays 0) at every position.
-  No weight reads them. The squared size of the stream is then `n A^2 + r^2`, with `n` the
-  anchor coordinates (2 or 1) and `r^2` the rest, whose bound `R` the compiler derives from the
-  value sets (`compiler.passes.norm_budget`). With `A` large against `R`, the norm's divisor
-  `sqrt((n A^2 + r^2) / D + eps)` stays within `1 +- spread` of one constant, the norm's gain
-  `scale`: each sub-layer reads `x * scale / divisor`, the compiled input times a factor in
-  `[1 - spread, 1 + spread]`.
+  at every position (and `-A` into a *counter* coordinate for LayerNorm, so the anchor adds
+  nothing to the stream's sum). No weight reads them. The stream's squared size (for LayerNorm:
+  `D var(x)`, which the centring can only lower below `sum(x^2)`) is then `n A^2 + r^2` with `n`
+  the anchor coordinates (2 or 1) and `r^2` in `[0, R]`, `R` the bound on the other coordinates
+  that the compiler derives from the value sets (`compiler.passes.norm_budget`). With `A` large
+  against `R`, the divisor `sqrt(var(x) + eps)` stays within `1 +- spread` of one constant, the
+  norm's gain `scale`: each sub-layer reads its compiled input times a factor in
+  `[1 - spread, 1 + spread]` (`norm_spec` computes `spread` exactly; `A` is the smallest that
+  brings it to `NORM_SPREAD`).
+* **Readers blind to the mean** (LayerNorm only): a *zero* coordinate that nothing writes holds 0
+  everywhere, and every weight that reads the stream (query, key, value, MLP input, unembedding)
+  reads it with minus the sum of its other rows, so each reader's rows sum to zero and it
+  ignores any multiple of the all-ones vector. LayerNorm's centring subtracts the stream's mean,
+  a multiple of it; and computing that mean rounds (the anchor's `+A` and `-A` cancel only when
+  added to each other: torch's CPU LayerNorm was measured off by 5e-5 relative at `A = 2,738`),
+  which readers therefore never see.
 
-`spread` is computed exactly from `A`, `R`, `D` and `eps` (`norm_spec`); `A` is the smallest
-that brings it to `NORM_SPREAD`. ReLU MLPs without biases (the compiler's: a bias is a read of
-the constant `one` coordinate) are positively homogeneous, so an MLP's output is scaled by the
-same factor; an attention head's values are, and its scores by the factor squared.
+Lookup MLPs are saturated under a norm (`craft.chamber.categorical_mlp.saturated`), so the
+factor's deviations do not compound: a ReLU MLP without biases (the compiler's: a bias is a read
+of the constant `one` coordinate) is positively homogeneous and a saturated lookup writes
+exactly the factor times its clean output. An attention head's values are scaled by the factor,
+its scores by the factor squared.
 """
 
 from __future__ import annotations
@@ -52,13 +58,13 @@ NORM_EPS = 1e-5
 # The worst relative deviation of a norm's divisor from its gain that the anchor is sized for.
 NORM_SPREAD = 1e-5
 # The labels of the coordinates a normalised model adds after the compiled ones.
-ANCHOR, COUNTER, BALANCE = "norm_anchor", "norm_counter", "norm_balance"
+ANCHOR, COUNTER, ZERO = "norm_anchor", "norm_counter", "norm_zero"
 
 
 def norm_labels(kind: str) -> tuple[str, ...]:
-    """The residual labels the norm `kind` adds: anchor, counter and balance for LayerNorm,
-    the anchor alone for RMSNorm (which subtracts no mean)."""
-    return (ANCHOR, COUNTER, BALANCE) if kind == "layernorm" else (ANCHOR,)
+    """The residual labels the norm `kind` adds: anchor, counter and zero for LayerNorm, the
+    anchor alone for RMSNorm (which subtracts no mean)."""
+    return (ANCHOR, COUNTER, ZERO) if kind == "layernorm" else (ANCHOR,)
 
 
 def _spread(anchors: int, anchor: float, budget: float, width: int, eps: float) -> tuple[float, float]:
@@ -74,8 +80,7 @@ def _spread(anchors: int, anchor: float, budget: float, width: int, eps: float) 
 
 def norm_spec(kind: str, width: int, budget: float, *, eps: float = NORM_EPS, spread: float = NORM_SPREAD) -> NormSpec:
     """The norm of a model whose compiled coordinates (`width` of them) have squared size at most
-    `budget` (for LayerNorm: their squares plus the square of their sum, which the balance
-    coordinate holds), with the anchor sized so that the divisor's spread is at most `spread`.
+    `budget`, with the anchor sized so that the divisor's spread is at most `spread`.
 
     Raises:
       CompilerError: an unknown `kind`, or a budget that is negative or not finite.
@@ -91,7 +96,22 @@ def norm_spec(kind: str, width: int, budget: float, *, eps: float = NORM_EPS, sp
     while found > spread:
         anchor *= 1.01
         scale, found = _spread(anchors, anchor, budget, total, eps)
-    return NormSpec(kind, scale, eps, anchor, found)
+    return NormSpec(kind, scale, eps, anchor, found, budget)
+
+
+def padded_norm(spec: NormSpec, width: int) -> NormSpec:
+    """`spec` for the same stream padded with zero coordinates to `width` in all (an export whose
+    sizes must be uniform): the same anchor and budget, the gain and spread of the wider stream
+    (zeros change neither the sum nor the sum of squares, only the mean's divisor).
+
+    Raises:
+      CompilerError: a spec without its budget (one read from an older file).
+    """
+    if not math.isfinite(spec.budget):
+        raise CompilerError("this norm does not record its budget, so its gain cannot be recomputed for another width")
+    anchors = 2 if spec.kind == "layernorm" else 1
+    scale, found = _spread(anchors, spec.anchor, spec.budget, width, spec.eps)
+    return dataclasses.replace(spec, scale=scale, spread=found)
 
 
 def _matrix(spec: SparseLinear, param: np.ndarray) -> np.ndarray | sparse.csr_array:
@@ -102,34 +122,34 @@ def _matrix(spec: SparseLinear, param: np.ndarray) -> np.ndarray | sparse.csr_ar
     return sparse.csr_array((np.asarray(param, np.float64), (rows, cols)), shape=spec.shape)
 
 
-def _balanced(spec: SparseLinear, param: np.ndarray, width: int, balance: int | None) -> tuple[SparseLinear, np.ndarray]:
-    """A weight that writes the stream, over the widened stream: its columns placed as before
-    and, with `balance`, one more column there holding minus each row's sum."""
-    out_idx = tuple(range(width)) if spec.out_idx is None else spec.out_idx
-    if balance is None:
-        return dataclasses.replace(spec, out_idx=out_idx, form=None), param
+def _placed(spec: SparseLinear, width: int) -> SparseLinear:
+    """A weight that writes the stream, over the widened stream (it writes no new coordinate)."""
+    return spec if spec.out_idx is not None else dataclasses.replace(spec, out_idx=tuple(range(width)), form=None)
+
+
+def _blind(spec: SparseLinear, param: np.ndarray, width: int, zero: int | None) -> tuple[SparseLinear, np.ndarray]:
+    """A weight that reads the stream, over the widened stream: with `zero`, one more row there
+    holding minus each column's sum, so its rows sum to zero (module docstring)."""
+    in_idx = tuple(range(width)) if spec.in_idx is None else spec.in_idx
+    if zero is None:
+        return dataclasses.replace(spec, in_idx=in_idx, form=None), param
     matrix = _matrix(spec, param)
-    column = -np.asarray(matrix.sum(axis=1), np.float64).reshape(-1, 1)
-    widened = (sparse.hstack([matrix, sparse.csr_array(column)], format="csr") if sparse.issparse(matrix)
-               else np.hstack([matrix, column]))
-    return SparseLinear.from_matrix(widened, in_idx=spec.in_idx, out_idx=(*out_idx, balance))
-
-
-def _reading(spec: SparseLinear, width: int) -> SparseLinear:
-    """A weight that reads the stream, over the widened stream (it reads no new coordinate)."""
-    return spec if spec.in_idx is not None else dataclasses.replace(spec, in_idx=tuple(range(width)), form=None)
+    row = -np.asarray(matrix.sum(axis=0), np.float64).reshape(1, -1)
+    widened = (sparse.vstack([matrix, sparse.csr_array(row)], format="csr") if sparse.issparse(matrix)
+               else np.vstack([matrix, row]))
+    return SparseLinear.from_matrix(widened, in_idx=(*in_idx, zero), out_idx=spec.out_idx)
 
 
 def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -> tuple[ModelConfig, Weights]:
     """`config` and `weights` as a pre-norm model (module docstring): the norm coordinates
-    appended to the residual stream, the embeddings writing the anchor (and, for LayerNorm, every
-    writer the balance), and `config.norm` the `NormSpec`.
+    appended to the residual stream, the token embedding writing the anchor (and, for LayerNorm,
+    every reader reading the zero coordinate), and `config.norm` the `NormSpec`.
 
     Args:
       config, weights: an assembled model without a norm (weights keyed like the Haiku params).
       kind: "layernorm" or "rmsnorm".
       budget: a bound on the squared size of the compiled coordinates at any position and
-        snapshot (LayerNorm: plus the square of their sum), `compiler.passes.norm_budget`.
+        snapshot (`compiler.passes.norm_budget`).
     Returns:
       The new config (forms to be chosen again) and weights.
     Raises:
@@ -145,19 +165,16 @@ def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -
     width = config.residual_width
     spec = norm_spec(kind, width, budget)
     total = width + len(labels)
-    balance = width + 2 if kind == "layernorm" else None
+    zero = width + 2 if kind == "layernorm" else None
     new: Weights = {module: dict(values) for module, values in weights.items()}
 
-    token = config.token_embed.full_matrix(weights["embed"]["token"], config.vocab_size, width).astype(np.float64)
+    token = config.token_embed.full_matrix(weights["embed"]["token"], config.vocab_size, width)
     position = config.pos_embed.full_matrix(weights["embed"]["position"], config.max_seq_len + 1, width)
-    anchor_columns = [np.full((len(token), 1), spec.anchor)]
-    if kind == "layernorm":
-        anchor_columns += [np.full((len(token), 1), -spec.anchor), -token.sum(axis=1, keepdims=True)]
-    token_spec, new["embed"]["token"] = SparseLinear.from_matrix(np.hstack([token, *anchor_columns]))
-    position = position.astype(np.float64)
-    extra = [np.zeros((len(position), 2)), -position.sum(axis=1, keepdims=True)] if kind == "layernorm" else [
-        np.zeros((len(position), 1))]
-    pos_spec, new["embed"]["position"] = SparseLinear.from_matrix(np.hstack([position, *extra]))
+    anchors = [spec.anchor, -spec.anchor, 0.0][: len(labels)]
+    token_spec, new["embed"]["token"] = SparseLinear.from_matrix(
+        np.hstack([token, np.tile(np.asarray(anchors, np.float32), (len(token), 1))]))
+    pos_spec, new["embed"]["position"] = SparseLinear.from_matrix(
+        np.hstack([position, np.zeros((len(position), len(labels)), np.float32)]))
 
     layers: list[LayerSpec] = []
     for index, layer in enumerate(config.layers):
@@ -165,13 +182,16 @@ def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -
         if isinstance(layer, AttentionSpec):
             heads = []
             for h, head in enumerate(layer.heads):
-                w_o, module[f"head_{h}_o"] = _balanced(head.w_o, module[f"head_{h}_o"], width, balance)
-                heads.append(HeadSpec(_reading(head.w_q, width), _reading(head.w_k, width), _reading(head.w_v, width), w_o))
+                reads = {}
+                for part in "qkv":
+                    reads[part], module[f"head_{h}_{part}"] = _blind(
+                        getattr(head, f"w_{part}"), module[f"head_{h}_{part}"], width, zero)
+                heads.append(HeadSpec(reads["q"], reads["k"], reads["v"], _placed(head.w_o, width)))
             layers.append(AttentionSpec(tuple(heads)))
         else:
-            w_out, module["w_out"] = _balanced(layer.w_out, module["w_out"], width, balance)
-            layers.append(MLPSpec(_reading(layer.w_in, width), w_out, layer.activation))
-    unembed = _reading(config.unembed, width)
+            w_in, module["w_in"] = _blind(layer.w_in, module["w_in"], width, zero)
+            layers.append(MLPSpec(w_in, _placed(layer.w_out, width), layer.activation))
+    unembed, new["unembed"]["w_u"] = _blind(config.unembed, weights["unembed"]["w_u"], width, zero)
     normalised = dataclasses.replace(
         config, residual_labels=(*config.residual_labels, *labels), layers=tuple(layers), token_embed=token_spec,
         pos_embed=pos_spec, unembed=unembed, norm=spec, backend=None,
@@ -180,4 +200,5 @@ def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -
     return normalised, new
 
 
-__all__ = ["ANCHOR", "BALANCE", "COUNTER", "NORM_EPS", "NORM_SPREAD", "norm_labels", "norm_spec", "with_norm"]
+__all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "norm_labels", "norm_spec", "padded_norm",
+           "with_norm"]

@@ -6,16 +6,16 @@ how much the rest of the stream can vary. This pass bounds, from the value sets,
 of the compiled coordinates at any position of any input after any sub-layer:
 
 * an s-op's one-hot block holds one 1, or a convex mixture of its value directions (an
-  attention head's average), or nothing: its squares and its entries each sum to at most 1;
+  attention head's average), or nothing: its squares sum to at most 1;
 * a numerical s-op's direction holds one of its values (or 0): at most `max |v|` over its
   value set, bools read as 0 and 1;
 * `tokens`, `indices` and `one` hold one 1 each; a selector width's scratch direction
   (`<label>_hidden_attn`) holds `1 / (w + 1)` and a none flag (`<label>_is_none`) 0 or 1.
 
-For LayerNorm the balance coordinate holds minus the sum of all of these, so the budget adds
-the square of the sum of the bounds. The result is doubled, a margin for the float error of
-compiled blocks (a lookup writes 1 +- 1e-7, a soft attention head leaks e^-50), which the
-spread (`compiler.model.norm.norm_spec`) absorbs.
+LayerNorm's centring can only lower the squared size (`D var(x) = sum(x^2) - (sum x)^2 / D`), so
+one bound serves both norms. The result is doubled, a margin for the float error of compiled
+blocks (a lookup writes 1 +- 1e-7, a soft attention head leaks e^-50), which the spread
+(`compiler.model.norm.norm_spec`) absorbs.
 """
 
 from __future__ import annotations
@@ -54,44 +54,37 @@ def _largest(name: str, values: Iterable[Hashable]) -> float:
     return max(sizes, default=0.0)
 
 
-def _group_bound(graph: nx.DiGraph, name: str) -> tuple[float, float]:
-    """`(bound on the sum of squares, bound on the sum of magnitudes)` of the directions named
-    `name`.
+def _square_bound(graph: nx.DiGraph, name: str) -> float:
+    """A bound on the sum of squares of the directions named `name`.
 
     Raises:
       CompilerError: a direction that is no s-op, input or known scratch direction.
     """
     if name in _EMBEDDED or name.endswith(_UNIT_SUFFIXES):
-        return 1.0, 1.0
+        return 1.0
     if name not in graph.nodes:
         raise CompilerError(f"residual direction {name!r} is no s-op, input or scratch direction the compiler "
                             "knows a size for, so no norm can be sized for it; compile with norm=None")
     if g.is_numerical(graph, name):
         size = _largest(name, graph.nodes[name].get(nodes.VALUE_SET, ()))
-        return size * size, size
-    return 1.0, 1.0
+        return size * size
+    return 1.0
 
 
-def residual_budget(graph: nx.DiGraph, residual: VectorSpaceWithBasis, kind: str) -> float:
+def residual_budget(graph: nx.DiGraph, residual: VectorSpaceWithBasis) -> float:
     """A bound on `sum(x_i^2)` over the residual coordinates of `residual` at any position and
-    snapshot, plus `(sum(x_i))^2` for `kind` "layernorm" (module docstring), times `MARGIN`.
+    snapshot (module docstring), times `MARGIN`.
 
     Args:
       graph: the compiled graph, whose nodes carry the value sets.
       residual: the residual space the blocks were laid out on.
-      kind: "layernorm" or "rmsnorm".
     Returns:
       The bound, a finite number of at least 0.
     Raises:
       CompilerError: a residual direction of unknown size (named).
     """
-    squares = magnitudes = 0.0
-    for name in dict.fromkeys(direction.name for direction in residual.basis):
-        square, magnitude = _group_bound(graph, name)
-        squares += square
-        magnitudes += magnitude
-    balance = magnitudes * magnitudes if kind == "layernorm" else 0.0
-    return MARGIN * (squares + balance)
+    squares = sum(_square_bound(graph, name) for name in dict.fromkeys(direction.name for direction in residual.basis))
+    return MARGIN * squares
 
 
 __all__ = ["MARGIN", "residual_budget"]

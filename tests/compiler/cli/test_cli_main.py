@@ -175,3 +175,21 @@ def test_every_example_builds_and_evaluates_its_example_input() -> None:
         assert len(example.example_input) <= example.max_seq_len
         source = example.source(example.max_seq_len)
         assert example.call in source and f"def {example.function.__name__}" in source
+
+
+def test_norm_and_huggingface_flags(tmp_path, capsys) -> None:
+    """`--norm` compiles a normalised model (the summary says so); `--huggingface` writes the
+    checkpoint, and without `--norm layernorm`, or into a folder holding other files, is refused
+    before compiling."""
+    assert main(["--example", "sort_unique", "--norm", "layernorm", "--huggingface", str(tmp_path / "hf")]) == 0
+    out = capsys.readouterr().out
+    assert "norm: layernorm before every sub-layer" in out and "Hugging Face GPT-2 checkpoint" in out
+    assert (tmp_path / "hf" / "config.json").exists() and (tmp_path / "hf" / "model.safetensors").exists()
+    assert main(["--example", "sort_unique", "--huggingface", str(tmp_path / "b")]) == 2
+    assert "add --norm layernorm" in _error_line(capsys)
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    assert main(["--example", "sort_unique", "--norm", "layernorm", "--huggingface", str(tmp_path / "busy")]) == 1
+    assert "holds other files" in _error_line(capsys)
+    assert main(["--example", "sort_unique", "--norm", "batchnorm"]) == 2
+    assert "invalid choice" in capsys.readouterr().err

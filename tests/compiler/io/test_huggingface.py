@@ -1,0 +1,148 @@
+"""Hugging Face export: an ordinary GPT-2 checkpoint whose argmax tokens are the program's outputs.
+
+Every check runs the checkpoint in a separate Python process that imports transformers and torch
+and nothing of this project (`compiler.io.huggingface.run_in_fresh_process`, which also reports
+any project module that process imported: none). Default: three programs on every input at 5/5
+(a sort, a numerical mean read through the `<value>` logit, a loop), a causal compile and a
+10/10 program on 200 random inputs; categorical outputs must decode to the same tokens, numbers
+agree within the agree rule (1e-3 relative). `slow`: every library program on every input at
+5/5 and on 500 random inputs at 10/10.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from compiler import compile_rasp
+from compiler.errors import CausalSemanticsWarning
+from compiler.examples import CATALOGUE
+from compiler.io.export_info import ExportError
+from compiler.io.huggingface import (
+    NONE_TOKEN,
+    VALUE_TOKEN,
+    expected_outputs,
+    input_texts,
+    read_config,
+    run_in_fresh_process,
+    to_huggingface,
+)
+from compiler.model.agree import AGREE_TOLERANCE
+from compression.learned.sampling import distinct_inputs, enumerate_inputs
+from compression.task import input_space_of
+from rasp import lib, rasp
+
+pytest.importorskip("transformers")
+pytest.importorskip("torch")
+
+
+def _case(name: str, size: int, causal: bool = False):
+    example = CATALOGUE[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CausalSemanticsWarning)
+        return compile_rasp(example.build(size), set(example.scaled_vocab(size)), size, causal=causal, norm="layernorm")
+
+
+def _inputs(model, count: int | None) -> list[list]:
+    space = input_space_of(model)
+    ids = enumerate_inputs(space) if count is None else distinct_inputs(space, count, 0)
+    return [space.decode(row) for row in ids]
+
+
+def _check_all(cases, tmp_path) -> None:
+    """Export each `(label, model, inputs)`, run all in one fresh process, compare."""
+    jobs, expected = [], []
+    for label, model, inputs in cases:
+        export = to_huggingface(model, tmp_path / label)
+        value = VALUE_TOKEN if model.config.numerical_output else None
+        jobs.append((export.folder, input_texts(export, inputs, model), value))
+        expected.append((label, expected_outputs(export, model, inputs), value))
+    outputs, modules = run_in_fresh_process(jobs)
+    assert modules == []
+    for (label, want, value), got in zip(expected, outputs):
+        assert len(got) == len(want)
+        if value is None:
+            wrong = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+            assert not wrong, (label, got[wrong[0]], want[wrong[0]])
+        else:
+            errors = [abs(g - w) / max(1.0, abs(w)) for gs, ws in zip(got, want) for g, w in zip(gs, ws)]
+            assert max(errors) <= AGREE_TOLERANCE, (label, max(errors))
+
+
+def test_checkpoints_decode_like_the_compiled_models(tmp_path):
+    cases = []
+    for name in ("sort_unique", "frac_prevs", "parity_loop"):
+        model = _case(name, 5)
+        cases.append((name, model, _inputs(model, None)))
+    causal = _case("count_so_far", 5, causal=True)
+    cases.append(("count_so_far-causal", causal, _inputs(causal, 300)))
+    large = _case("sort", 10)
+    cases.append(("sort-10", large, _inputs(large, 200)))
+    _check_all(cases, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CATALOGUE))
+def test_every_library_program_exports_exactly(name, tmp_path):
+    small, large = _case(name, 5), _case(name, 10)
+    _check_all([(f"{name}-5", small, _inputs(small, None)), (f"{name}-10", large, _inputs(large, 500))], tmp_path)
+
+
+def test_the_checkpoint_is_a_plain_gpt2_with_one_vocabulary(tmp_path):
+    """Standard GPT-2 files and names; input tokens keep the compiled ids, output values follow,
+    `<none>` is last; the config records the norm and the causal flag."""
+    model = compile_rasp(lib.make_hist(), {"a", "b", "c"}, 4, norm="layernorm")
+    export = to_huggingface(model, tmp_path / "hist")
+    files = sorted(path.name for path in export.folder.iterdir())
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "README.md"} <= set(files)
+    config = json.loads((export.folder / "config.json").read_text())
+    assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"]
+    assert config["is_causal"] is False and config["scale_attn_weights"] is False
+    assert config["activation_function"] == "relu" and config["tie_word_embeddings"] is False
+    assert export.tokens[:5] == ("a", "b", "c", "BOS", "PAD") and export.tokens[-1] == NONE_TOKEN
+    assert export.tokens[5:-1] == ("0", "1", "2", "3", "4")  # hist's output values (its value set), no input token
+    assert read_config(export.folder)["norm_spread"] <= 1e-5
+    assert config["n_embd"] == export.n_head * export.head_dim >= model.config.residual_width
+    import safetensors.numpy
+
+    tensors = safetensors.numpy.load_file(str(export.folder / "model.safetensors"))
+    assert tensors["lm_head.weight"].shape == (len(export.tokens), export.n_embd)
+    assert tensors["transformer.h.0.attn.c_attn.weight"].shape == (export.n_embd, 3 * export.n_embd)
+    np.testing.assert_array_equal(tensors["transformer.ln_f.bias"], 0)
+    assert "BOS" in (export.folder / "README.md").read_text()
+
+
+def test_an_earlier_export_is_replaced_whole_and_bad_folders_are_refused(tmp_path):
+    model = compile_rasp(lib.make_length(), {1, 2}, 3, norm="layernorm")
+    first = to_huggingface(model, tmp_path / "length")
+    again = to_huggingface(compile_rasp(lib.make_hist(), {1, 2}, 3, norm="layernorm"), tmp_path / "length")
+    assert again.folder == first.folder and "hist" in read_config(again.folder)["program"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["length"]  # no staging or old folder left
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="holds other files"):
+        to_huggingface(model, tmp_path / "other")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ExportError, match="is a file"):
+        to_huggingface(model, tmp_path / "file")
+    with pytest.raises(ExportError, match="parent"):
+        to_huggingface(model, tmp_path / "missing" / "model")
+
+
+def test_models_a_gpt2_cannot_hold_are_refused_with_the_reason(tmp_path):
+    plain = compile_rasp(lib.make_length(), {1, 2}, 3)
+    with pytest.raises(ExportError, match="norm='layernorm'"):
+        to_huggingface(plain, tmp_path / "a")
+    rms = compile_rasp(lib.make_length(), {1, 2}, 3, norm="rmsnorm")
+    with pytest.raises(ExportError, match="has a rmsnorm"):
+        to_huggingface(rms, tmp_path / "b")
+    both = compile_rasp([lib.make_length(), lib.make_hist()], {1, 2}, 3, norm="layernorm")
+    with pytest.raises(ExportError, match="several programs"):
+        to_huggingface(both, tmp_path / "c")
+    clash = compile_rasp(rasp.Map(lambda t: t, rasp.tokens), {"<none>", "x"}, 3, norm="layernorm")
+    with pytest.raises(ExportError, match="rename it"):
+        to_huggingface(clash, tmp_path / "d")
+    assert not any(tmp_path.iterdir())  # refused before anything was written
