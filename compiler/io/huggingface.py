@@ -15,8 +15,11 @@ zero bias. What makes the checkpoint compute the compiled model:
   n_embd`, and one MLP width: the residual stream is padded with zero coordinates to
   `n_embd`, smaller heads and MLPs with zero units (the norm's gain is recomputed for the wider
   stream, `compiler.model.norm.padded_norm`: zeros change neither sum nor sum of squares).
-* **Scores as compiled.** `scale_attn_weights` is off, so scores are `q . k` as compiled; every
-  bias is zero (the compiler's biases are reads of the constant `one` coordinate).
+* **Scores as compiled.** GPT-2 divides scores by `sqrt(head_dim)`; `head_dim` is a power of 4
+  and `W_Q` is multiplied by its square root, a power of two, so both steps are exact in floating
+  point and the scores are the compiled `q . k` (tools that re-implement GPT-2's attention, such as
+  TransformerLens' bridge, compute the same). Every bias is zero (the compiler's biases are reads
+  of the constant `one` coordinate).
 * **Padding and direction.** Padding is masked through `attention_mask` (the tokenizer pads on
   the right and returns it), as the compiled model masks PAD keys; a bidirectional program
   sets `is_causal: false` (transformers 5.2 or later reads it and runs the blocks without the
@@ -178,7 +181,8 @@ def _sizes(model: CompiledModel) -> tuple[int, int, int, int]:
              for h in range(len(layer.heads))]
     n_head = max([len(layer.heads) for layer in config.layers if isinstance(layer, AttentionSpec)], default=0) or 1
     widths = [max(w.w_q.shape[1], w.w_v.shape[1]) for w in (head_weights(model, i, h) for i, h in heads)]
-    head_dim = max(max(widths, default=1), math.ceil(config.residual_width / n_head))
+    needed = max(max(widths, default=1), math.ceil(config.residual_width / n_head))
+    head_dim = 4 ** math.ceil(math.log(needed, 4) - 1e-9) if needed > 1 else 4  # a power of 4: sqrt is a power of 2
     n_inner = max([layer.w_in.shape[1] for layer in config.layers if isinstance(layer, MLPSpec)], default=0) or 1
     return n_head, head_dim, n_inner, max(1, (len(config.layers) + 1) // 2)
 
@@ -210,7 +214,8 @@ def _tensors(model: CompiledModel, tokens: int, output_ids: Sequence[int]) -> tu
             assert isinstance(layer, AttentionSpec)
             for h in range(len(layer.heads)):
                 weights = head_weights(model, attn, h)
-                for part, matrix in enumerate((weights.w_q, weights.w_k, weights.w_v)):
+                # GPT-2 divides scores by sqrt(head_dim), a power of two: W_Q times it is undone exactly
+                for part, matrix in enumerate((weights.w_q * math.sqrt(head_dim), weights.w_k, weights.w_v)):
                     first = part * n_embd + h * head_dim  # c_attn's columns: all queries, keys, values
                     qkv[:, first : first + head_dim] = _padded(matrix, n_embd, head_dim)
                 proj[h * head_dim : (h + 1) * head_dim] = _padded(weights.w_o, head_dim, n_embd)
@@ -305,7 +310,7 @@ def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str
     arguments: dict[str, Any] = dict(  # GPT2Config takes the extra `tracr_compile` and `is_causal` as attributes
         vocab_size=len(texts), n_positions=flat.config.max_seq_len + 1, n_embd=sizes["n_embd"],
         n_layer=sizes["n_layer"], n_head=sizes["n_head"], n_inner=sizes["n_inner"], activation_function="relu",
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=gain.eps, scale_attn_weights=False,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=gain.eps, scale_attn_weights=True,
         bos_token_id=encoder.bos_id, eos_token_id=encoder.pad_id, pad_token_id=encoder.pad_id,
         tie_word_embeddings=False, is_causal=bool(flat.config.causal), architectures=["GPT2LMHeadModel"],
         tracr_compile={

@@ -100,7 +100,8 @@ def test_the_checkpoint_is_a_plain_gpt2_with_one_vocabulary(tmp_path):
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "README.md"} <= set(files)
     config = json.loads((export.folder / "config.json").read_text())
     assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"]
-    assert config["is_causal"] is False and config["scale_attn_weights"] is False
+    assert config["is_causal"] is False and config["scale_attn_weights"] is True
+    assert export.head_dim in (4, 16, 64, 256)  # a power of 4: sqrt(head_dim) is exact
     assert config["activation_function"] == "relu" and config["tie_word_embeddings"] is False
     assert export.tokens[:5] == ("a", "b", "c", "BOS", "PAD") and export.tokens[-1] == NONE_TOKEN
     assert export.tokens[5:-1] == ("0", "1", "2", "3", "4")  # hist's output values (its value set), no input token
@@ -146,3 +147,63 @@ def test_models_a_gpt2_cannot_hold_are_refused_with_the_reason(tmp_path):
     with pytest.raises(ExportError, match="rename it"):
         to_huggingface(clash, tmp_path / "d")
     assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+def _tokens(tokenizer, logits) -> list[str]:
+    return tokenizer.convert_ids_to_tokens(logits[0].argmax(-1).tolist())
+
+
+def test_transformer_lens_4_runs_the_checkpoint(tmp_path):
+    """TransformerLens 4's `TransformerBridge.boot_transformers` on the checkpoint: a causal
+    program's logits equal the Hugging Face model's with nothing added; its GPT-2 adapter ignores
+    `is_causal: false`, so a bidirectional program needs its attention bridges told (two lines,
+    docs/huggingface.md)."""
+    import torch
+    from transformer_lens import TransformerBridge
+    from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    causal = to_huggingface(_case("count_so_far", 5, causal=True), tmp_path / "causal").folder
+    plain = to_huggingface(compile_rasp(lib.make_sort_unique(rasp.tokens, rasp.tokens), {1, 2, 3, 4, 5}, 5,
+                                        norm="layernorm"), tmp_path / "plain").folder
+    for folder, text in ((causal, "t0 t1 t1 t0 t1"), (plain, "3 1 5 2")):
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        ids = tokenizer([text], return_tensors="pt")["input_ids"]
+        bridge = TransformerBridge.boot_transformers(str(folder), device="cpu")
+        if folder == plain:
+            for module in bridge.modules():
+                if isinstance(module, AttentionBridge):
+                    object.__setattr__(module, "is_causal", False)
+        with torch.no_grad():
+            theirs, cache = bridge.run_with_cache(ids)
+            ours = AutoModelForCausalLM.from_pretrained(folder)(ids).logits
+        assert torch.allclose(theirs, ours, atol=1e-4)
+        assert "blocks.0.ln1.hook_scale" in cache
+    assert _tokens(tokenizer, theirs) == ["<none>", "1", "2", "3", "5"]
+
+
+def test_nnsight_traces_and_patches_the_checkpoint(tmp_path):
+    """nnsight's `LanguageModel` on the checkpoint: a trace reads block outputs and the logits, and
+    patching block 0's MLP output (sort_unique's target positions) from another input moves each
+    token to where that input's ranks put it, exactly as the compiled mechanism says."""
+    import warnings
+
+    from nnsight import LanguageModel
+
+    folder = to_huggingface(compile_rasp(lib.make_sort_unique(rasp.tokens, rasp.tokens), {1, 2, 3, 4, 5}, 5,
+                                         norm="layernorm"), tmp_path / "sort").folder
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nnsight 0.8 announces LanguageModel's successor
+        model = LanguageModel(str(folder), dispatch=True)
+    with model.trace("3 1 5 2"):
+        hidden = model.transformer.h[0].output.save()
+        logits = model.lm_head.output.save()
+    assert hidden.shape[:2] == (1, 5)
+    assert _tokens(model.tokenizer, logits) == ["<none>", "1", "2", "3", "5"]
+    with model.trace("2 4 1 3"):
+        ranks = model.transformer.h[0].mlp.output.save()
+    with model.trace("3 1 5 2"):
+        model.transformer.h[0].mlp.output[:] = ranks
+        patched = model.lm_head.output.save()
+    # "2 4 1 3" ranks its positions 2, 4, 1, 3: the tokens 3, 1, 5, 2 land at those ranks
+    assert _tokens(model.tokenizer, patched) == ["<none>", "5", "3", "2", "1"]
