@@ -10,8 +10,9 @@ compiled with `norm=None`, `"layernorm"` and `"rmsnorm"`:
   inputs that differ anywhere (categorical values exactly, numbers within the agree rule), and
   the worst relative error of a numerical output;
 * **Hugging Face** (`--huggingface`): the LayerNorm model exported with `to_huggingface`, run in a
-  process that imports only torch and transformers, on every input at the first size and on
-  `--hf-inputs` random inputs at the others, against the compiled model's decoded outputs.
+  process that imports only torch and transformers, on every input at the first size (2,000
+  random ones where the space holds more than 10^5) and on `--hf-inputs` random inputs at the
+  others, against the compiled model's decoded outputs.
 
     python benchmarks/norm.py --sizes 5,10,25 --inputs 300
     python benchmarks/norm.py --sizes 5,10 --huggingface --hf-inputs 500
@@ -36,11 +37,13 @@ from compiler.examples import CATALOGUE
 from compiler.io.huggingface import VALUE_TOKEN, expected_outputs, input_texts, run_in_fresh_process, to_huggingface
 from compiler.model.agree import AGREE_TOLERANCE, same_outputs
 from compiler.model.weights import parameter_counts
+from compression.claims import ENUMERATE_LIMIT
 from compression.learned.sampling import distinct_inputs, enumerate_inputs
 from compression.task import input_space_of
 from rasp import rasp
 
 NORMS = (None, "layernorm", "rmsnorm")
+SAMPLED = 2_000  # random inputs standing for "every input" of a space above ENUMERATE_LIMIT
 
 
 def _compile(name: str, size: int, norm: str | None) -> Any:
@@ -51,8 +54,11 @@ def _compile(name: str, size: int, norm: str | None) -> Any:
 
 
 def _inputs(model: Any, count: int | None) -> list[list]:
-    """Every input (`count` None, or a space no larger), else `count` distinct random ones."""
+    """Every input (`count` None, or a space no larger), else `count` distinct random ones; a
+    space of more than `ENUMERATE_LIMIT` inputs gives `SAMPLED` random ones for "every"."""
     space = input_space_of(model)
+    if count is None:
+        count = None if space.size() <= ENUMERATE_LIMIT else SAMPLED
     ids = enumerate_inputs(space) if count is None or space.size() <= count else distinct_inputs(space, count, 0)
     return [space.decode(row) for row in ids]
 

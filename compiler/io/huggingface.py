@@ -86,15 +86,21 @@ class HuggingFaceExport:
     n_layer: int
 
 
+def _word(text: str) -> str:
+    """`text` without whitespace: the tokenizer splits its input on whitespace, so a token's
+    text must hold none (`(0, 1)` becomes `(0,1)`)."""
+    return "".join(text.split())
+
+
 def _texts(items: Sequence[Hashable]) -> tuple[str, ...]:
-    """`str` of every item, or `repr` of every item when two `str`s collide.
+    """`str` of every item, or `repr` of every item when two `str`s collide, whitespace removed.
 
     Raises:
       ExportError: two items alike under `repr` too.
     """
-    texts = tuple(str(item) for item in items)
+    texts = tuple(_word(str(item)) for item in items)
     if len(set(texts)) < len(texts):
-        texts = tuple(repr(item) for item in items)
+        texts = tuple(_word(repr(item)) for item in items)
     if len(set(texts)) < len(texts):
         alike = sorted({text for text in texts if texts.count(text) > 1})
         raise ExportError(f"tokens and output values share the text {alike[0]!r} under both str and repr; give "

@@ -6,7 +6,8 @@ any project module that process imported: none). Default: three programs on ever
 (a sort, a numerical mean read through the `<value>` logit, a loop), a causal compile and a
 10/10 program on 200 random inputs; categorical outputs must decode to the same tokens, numbers
 agree within the agree rule (1e-3 relative). `slow`: every library program on every input at
-5/5 and on 500 random inputs at 10/10.
+5/5 (2,000 random ones for the one space above 10^5 inputs, addition_loop's) and on 500 random
+inputs at 10/10.
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ def _case(name: str, size: int, causal: bool = False):
 
 
 def _inputs(model, count: int | None) -> list[list]:
+    """Every input (`count` None; 2,000 random ones where the space holds more than 10^5), or
+    `count` random ones."""
     space = input_space_of(model)
+    if count is None and space.size() > 100_000:
+        count = 2_000
     ids = enumerate_inputs(space) if count is None else distinct_inputs(space, count, 0)
     return [space.decode(row) for row in ids]
 
@@ -207,3 +212,15 @@ def test_nnsight_traces_and_patches_the_checkpoint(tmp_path):
         patched = model.lm_head.output.save()
     # "2 4 1 3" ranks its positions 2, 4, 1, 3: the tokens 3, 1, 5, 2 land at those ranks
     assert _tokens(model.tokenizer, patched) == ["<none>", "5", "3", "2", "1"]
+
+
+def test_tokens_that_print_with_spaces_become_single_words(tmp_path):
+    """The tokenizer splits on whitespace, so the tuple token (0, 1) is the word `(0,1)`; such a
+    checkpoint still reads and decodes every input."""
+    program = rasp.Map(lambda pair: pair[0] + pair[1], rasp.tokens)
+    model = compile_rasp(program, {(0, 1), (1, 1), (2, 0)}, 3, norm="layernorm")
+    export = to_huggingface(model, tmp_path / "pairs")
+    assert {"(0,1)", "(1,1)", "(2,0)"} <= set(export.tokens)
+    inputs = _inputs(model, None)
+    (got,), modules = run_in_fresh_process([(export.folder, input_texts(export, inputs, model), None)])
+    assert modules == [] and got == expected_outputs(export, model, inputs)
