@@ -1,6 +1,6 @@
 """Time of `to_transformer_lens` per library program: the first export in a process, and later ones.
 
-Needs the export extra (or the sae route's venv: the table then times the 3.x route). Every
+Needs the export extra (with TransformerLens 3.9, as `.[all]` installs, the table times the 3.x route). Every
 program runs in a fresh interpreter, so its first export is really the process's first:
 
 * `import`: `import torch, transformer_lens` (what the first export pays once per process);

@@ -84,7 +84,7 @@ def _docs_with_python() -> list[pathlib.Path]:
 def test_doc_examples_run(path: pathlib.Path, tmp_path, monkeypatch) -> None:
     missing = [name for name in required_modules(path.read_text(encoding="utf-8")) if not importlib.util.find_spec(name)]
     if missing:
-        pytest.skip(f"{path.name} needs {', '.join(missing)} (the export extra)")
+        pytest.skip(f"{path.name} needs {', '.join(missing)} (every extra: pip install -e '.[all]')")
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{path.stem}"}
     blocks = python_blocks(path)

@@ -492,7 +492,9 @@ def to_transformer_lens(model: CompiledModel, device: str = "cpu", *, projection
         )
     # An MLP's input gets its own hook (`blocks.<b>.hook_mlp_in`), as the circuit records name it:
     # a gradient there is the MLP's alone, where `hook_resid_mid`'s also holds the skip path's.
-    tl_model.set_use_hook_mlp_in(True)
+    # An attention-only model has no MLP input to hook (TransformerLens 3 refuses the switch).
+    if not getattr(tl_model.cfg, "attn_only", False):
+        tl_model.set_use_hook_mlp_in(True)
     info = dataclasses.replace(exported.info, transformer_lens_version=version, route=route)
     object.__setattr__(tl_model, "export_info", info)
     for name in guarded:
@@ -509,8 +511,10 @@ def _tensors(state: StateDict, device: str) -> dict[str, Any]:
 def _boot_native(exported: ExportedWeights, tokenizer: Any, device: str) -> Any:
     """TransformerLens 4: `TransformerBridge.boot_native` plus the legacy checkpoint converter."""
     try:
-        from transformer_lens import TransformerBridge, TransformerBridgeConfig
-        from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+        # By module attribute: the names exist on the 4.x line only, which the type check may not see.
+        transformer_lens = importlib.import_module("transformer_lens")
+        TransformerBridge, TransformerBridgeConfig = transformer_lens.TransformerBridge, transformer_lens.TransformerBridgeConfig
+        convert_tl_checkpoint = importlib.import_module("transformer_lens.utilities.tl_checkpoint_conversion").convert_tl_checkpoint
 
         boot_native = TransformerBridge.boot_native
     except (ImportError, AttributeError) as error:

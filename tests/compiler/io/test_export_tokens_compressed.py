@@ -1,8 +1,8 @@
 """The export as a researcher uses it: tokens, compressed models, decoded outputs, padded heads.
 
 Numpy checks (`export_weights`, `numpy_forward`, `ExportInfo`) always run. With the export extra
-(TransformerLens 4.x, as in CI) or the sae route (TransformerLens 3.9, run by hand in its own
-venv, see docs/export.md) the same claims are checked on the real TransformerLens model:
+(TransformerLens 4.x alone, 3.9 beside SAELens and auto-circuit as in CI's `.[all]`, see
+docs/export.md) the same claims are checked on the real TransformerLens model:
 the tokenizer, the compressed export (`projection=W`) against the compiled model's
 `forward(..., projection=W)` on all 340 inputs of reverse at 4 tokens / length 4, decoded
 outputs (shapes, denormals, several programs), `d_mlp` of attention-only models, and a

@@ -158,29 +158,58 @@ def _tokens(tokenizer, logits) -> list[str]:
     return tokenizer.convert_ids_to_tokens(logits[0].argmax(-1).tolist())
 
 
-def test_transformer_lens_4_runs_the_checkpoint(tmp_path):
-    """TransformerLens 4's `TransformerBridge.boot_transformers` on the checkpoint: a causal
-    program's logits equal the Hugging Face model's with nothing added; its GPT-2 adapter ignores
-    `is_causal: false`, so a bidirectional program needs its attention bridges told (two lines,
-    docs/huggingface.md)."""
+def _transformer_lens_model(folder):
+    """The checkpoint in whichever TransformerLens line is installed, as docs/huggingface.md
+    loads it: 4.x boots it (`TransformerBridge.boot_transformers`; its GPT-2 adapter ignores
+    `is_causal: false`, so a bidirectional program's attention bridges are told); 3.x, which
+    loads only models it knows by name, builds a `HookedTransformer` from the folder's config
+    and converts the GPT-2 weights (with the MLP width and the direction the config states)."""
+    from importlib.metadata import version
+
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    causal = AutoConfig.from_pretrained(folder).is_causal
+    if version("transformer-lens").startswith("4."):
+        from transformer_lens import TransformerBridge
+        from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
+
+        bridge = TransformerBridge.boot_transformers(str(folder), device="cpu")
+        for module in bridge.modules():
+            if not causal and isinstance(module, AttentionBridge):
+                object.__setattr__(module, "is_causal", False)
+        return bridge
+    from transformer_lens import HookedTransformer
+    from transformer_lens.loading_from_pretrained import get_pretrained_model_config
+    from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
+
+    hf_model = AutoModelForCausalLM.from_pretrained(folder)
+    cfg = get_pretrained_model_config(str(folder))
+    cfg.d_mlp, cfg.attention_dir = hf_model.config.n_inner, "causal" if causal else "bidirectional"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.9 points to 4.x's bridge
+        hooked = HookedTransformer(cfg, AutoTokenizer.from_pretrained(folder))
+    hooked.load_and_process_state_dict(convert_gpt2_weights(hf_model, cfg), fold_ln=False,
+                                       center_writing_weights=False, center_unembed=False)
+    return hooked
+
+
+def test_transformer_lens_runs_the_checkpoint(tmp_path):
+    """TransformerLens on the checkpoint, by the route of the installed line (4.x in the `export`
+    extra alone, 3.9 in `all`): logits equal the Hugging Face model's within 1e-4 for a causal
+    and a bidirectional program, and the cache holds the norm's hooks."""
     import torch
-    from transformer_lens import TransformerBridge
-    from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    pytest.importorskip("transformer_lens")
     causal = to_huggingface(_case("count_so_far", 5, causal=True), tmp_path / "causal").folder
     plain = to_huggingface(compile_rasp(lib.make_sort_unique(rasp.tokens, rasp.tokens), {1, 2, 3, 4, 5}, 5,
                                         norm="layernorm"), tmp_path / "plain").folder
     for folder, text in ((causal, "t0 t1 t1 t0 t1"), (plain, "3 1 5 2")):
         tokenizer = AutoTokenizer.from_pretrained(folder)
         ids = tokenizer([text], return_tensors="pt")["input_ids"]
-        bridge = TransformerBridge.boot_transformers(str(folder), device="cpu")
-        if folder == plain:
-            for module in bridge.modules():
-                if isinstance(module, AttentionBridge):
-                    object.__setattr__(module, "is_causal", False)
+        tl_model = _transformer_lens_model(folder)
         with torch.no_grad():
-            theirs, cache = bridge.run_with_cache(ids)
+            theirs, cache = tl_model.run_with_cache(ids)
             ours = AutoModelForCausalLM.from_pretrained(folder)(ids).logits
         assert torch.allclose(theirs, ours, atol=1e-4)
         assert "blocks.0.ln1.hook_scale" in cache
@@ -224,3 +253,56 @@ def test_tokens_that_print_with_spaces_become_single_words(tmp_path):
     inputs = _inputs(model, None)
     (got,), modules = run_in_fresh_process([(export.folder, input_texts(export, inputs, model), None)])
     assert modules == [] and got == expected_outputs(export, model, inputs)
+
+
+def test_saelens_trains_on_the_checkpoint(tmp_path):
+    """SAELens loads the checkpoint by its folder (`model_class_name="AutoModelForCausalLM"`, no
+    TransformerLens involved): the activations its `ActivationsStore` reads at the last block's
+    output are the compiled model's final residual stream (then zero padding) within 1e-5 on all
+    3,125 full-length inputs of sort_unique 5/5, and a few training steps lower the SAE's
+    reconstruction error."""
+    sae_lens = pytest.importorskip("sae_lens", reason="SAELens is not installed (the sae extra)")
+    import datasets
+    import torch
+
+    model = compile_rasp(lib.make_sort_unique(rasp.tokens, rasp.tokens), {1, 2, 3, 4, 5}, 5, norm="layernorm")
+    export = to_huggingface(model, tmp_path / "sort")
+    inputs = [row for row in _inputs(model, None) if len(row) == 5]
+    ids = model.input_encoder.encode_batch([[model.input_encoder.bos, *row] for row in inputs])
+    width, last = model.config.residual_width, export.n_layer - 1
+    cfg = sae_lens.LanguageModelSAERunnerConfig(
+        sae=sae_lens.StandardTrainingSAEConfig(d_in=export.n_embd, d_sae=2 * export.n_embd, l1_coefficient=1e-3),
+        model_class_name="AutoModelForCausalLM",
+        model_name=str(export.folder),
+        hook_name=f"transformer.h.{last}",
+        is_dataset_tokenized=True,
+        streaming=False,
+        context_size=ids.shape[1],
+        prepend_bos=False,  # the ids start with BOS already
+        training_tokens=640,  # 16 steps of 40 tokens
+        train_batch_size_tokens=40,
+        store_batch_size_prompts=16,
+        n_batches_in_buffer=16,
+        n_batches_for_norm_estimate=2,
+        device="cpu",
+        output_path=None,
+        checkpoint_path=None,
+        logger=sae_lens.LoggingConfig(log_to_wandb=False),
+        verbose=False,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        runner = sae_lens.LanguageModelSAETrainingRunner(
+            cfg, override_dataset=datasets.Dataset.from_dict({"input_ids": ids.tolist()})
+        )
+        activations = runner.activations_store.get_activations(torch.tensor(ids)).reshape(len(ids), ids.shape[1], -1)
+        residual = np.asarray(model.forward(model.params, ids).residuals[-1])
+        np.testing.assert_allclose(activations[..., :width].numpy(), residual, atol=1e-5)
+        assert not activations[..., width:].any()  # the padding GPT-2's head count asked for
+        flat = activations.reshape(-1, export.n_embd)
+        with torch.no_grad():
+            before = float(((runner.sae(flat) - flat) ** 2).mean())
+        sae = runner.run()
+        with torch.no_grad():
+            after = float(((sae(flat) - flat) ** 2).mean())
+    assert np.isfinite(after) and after < before

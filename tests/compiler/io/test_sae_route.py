@@ -1,8 +1,8 @@
-"""The `sae` route: SAELens trains on a compressed TransformerLens export.
+"""SAELens trains on a compressed TransformerLens export.
 
-SAELens 6 requires transformer-lens < 4, so this runs in the `sae` extra's own venv
-(docs/export.md, "SAELens: the sae route"); where SAELens is not installed (CI installs the
-export extra, TransformerLens 4) it is skipped with that reason. What it checks: the activations
+SAELens 6 requires transformer-lens < 4, so this runs where the `sae` extra is installed (CI
+installs every extra, `.[all]`, with TransformerLens 3.9; docs/export.md, "SAELens"); elsewhere it
+is skipped with that reason. What it checks: the activations
 SAELens' own `ActivationsStore` reads from the export equal the compiled model's
 `forward(..., projection=W)` residual stream (after `r @ W.T`) within 1e-5 on all 256
 full-length inputs of reverse 4/4, and a few SAELens training steps run and lower the
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 sae_lens = pytest.importorskip(
-    "sae_lens", reason="SAELens is not installed: it needs transformer-lens < 4, so it has its own venv (the sae extra)"
+    "sae_lens", reason="SAELens is not installed (the sae extra, or every extra: pip install -e '.[all]')"
 )
 
 from compiler.io.export import ExportRouteWarning, to_transformer_lens

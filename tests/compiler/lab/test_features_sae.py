@@ -1,7 +1,7 @@
 """The SAELens adapter: trains a real SAELens SAE on activation shards; our metrics equal SAELens'.
 
-SAELens needs transformer-lens<4, which the project's 'export' extra excludes, so it is installed
-in a separate venv (the 'sae' extra). In an environment without it these tests skip, printing why.
+SAELens needs transformer-lens<4; the 'sae' extra (or every extra, '.[all]', what CI installs)
+brings it with TransformerLens 3.9. In an environment without it these tests skip, printing why.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from compression.analytic import packed_projection, packed_width, residual_struc
 from compression.task import sort_unique_task
 
 HAVE_SAE_LENS = importlib.util.find_spec("sae_lens") is not None
-REASON = ("sae_lens is not installed in this environment (it needs transformer-lens<4, which conflicts with the "
-          "'export' extra); run these tests in the venv with the 'sae' extra: pip install -e '.[sae]'")
+REASON = ("sae_lens is not installed in this environment; install the 'sae' extra or every extra: "
+          "pip install -e '.[all]'")
 
 
 def require_sae_lens() -> None:
