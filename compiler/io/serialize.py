@@ -169,7 +169,13 @@ def _tied_from_json(data: Any) -> TiedBlock | None:
     return TiedBlock(_typed(data["start"], int), _typed(data["stop"], int), _typed(data["repeats"], int))
 
 
-def _norm_from_json(data: Any) -> NormSpec | None:
+def norm_to_json(norm: NormSpec | None) -> dict | None:
+    """A norm as JSON (None for none): what model files and zoo records store."""
+    return None if norm is None else dataclasses.asdict(norm)
+
+
+def norm_from_json(data: Any) -> NormSpec | None:
+    """The inverse of `norm_to_json`, every field type-checked."""
     if data is None:
         return None
     return NormSpec(_typed(data["kind"], str), *(_typed(data[key], float) for key in ("scale", "eps", "anchor", "spread",
@@ -178,7 +184,7 @@ def _norm_from_json(data: Any) -> NormSpec | None:
 
 def config_to_json(config: ModelConfig) -> dict:
     tied = {} if config.tied is None else {"tied": dataclasses.asdict(config.tied)}  # untied files unchanged
-    norm = {} if config.norm is None else {"norm": dataclasses.asdict(config.norm)}  # so are files without a norm
+    norm = {} if config.norm is None else {"norm": norm_to_json(config.norm)}  # so are files without a norm
     return {
         **tied,
         **norm,
@@ -210,7 +216,7 @@ def config_from_json(data: dict) -> ModelConfig:
         numerical_output=_typed(data["numerical_output"], bool),
         backend=None if data.get("backend") is None else _typed(data["backend"], str),
         tied=_tied_from_json(data.get("tied")),
-        norm=_norm_from_json(data.get("norm")),
+        norm=norm_from_json(data.get("norm")),
     )
 
 

@@ -403,10 +403,11 @@ class NormSpec:
     Each site computes `n(x) * scale` over the whole residual stream, with `n` the plain
     LayerNorm `(x - mean(x)) / sqrt(var(x) + eps)` or RMSNorm `x / sqrt(mean(x^2) + eps)` and
     one gain, `scale`, for every coordinate (no bias). The compiler writes a constant anchor of
-    magnitude `anchor` into the stream (and, for LayerNorm, a balance coordinate that keeps the
-    stream's mean at zero), so that `sqrt(var(x) + eps)` stays within a factor `1 +- spread` of
-    `scale` at every position of every input: each sub-layer reads its input scaled by a factor
-    in `[1 - spread, 1 + spread]` (`compiler.model.norm`, docs/compiling.md).
+    magnitude `anchor` into the stream (and, for LayerNorm, gives every reader a row on an always-zero
+    coordinate that makes it blind to the stream's mean), so that `sqrt(var(x) + eps)` stays within a
+    factor `1 +- spread` of `scale` at every position of every input: each sub-layer reads its
+    input scaled by a factor in `[1 - spread, 1 + spread]` (`compiler.model.norm`,
+    docs/compiling.md).
     """
 
     kind: str  # one of NORMS

@@ -61,6 +61,16 @@ NORM_SPREAD = 1e-5
 ANCHOR, COUNTER, ZERO = "norm_anchor", "norm_counter", "norm_zero"
 
 
+def read_factor(norm: NormSpec, stream: np.ndarray) -> np.ndarray:
+    """`[...]`: the factor `gain / sqrt(var(x) + eps)` a norm site multiplies each position's
+    stream `x` (`[..., D]`, centred first for LayerNorm) by, in float64; the compiler keeps it in
+    `[1 - spread, 1 + spread]` on every reachable stream."""
+    x = np.asarray(stream, np.float64)
+    if norm.kind == "layernorm":
+        x = x - x.mean(axis=-1, keepdims=True)
+    return norm.scale / np.sqrt(np.mean(x * x, axis=-1) + norm.eps)
+
+
 def norm_labels(kind: str) -> tuple[str, ...]:
     """The residual labels the norm `kind` adds: anchor, counter and zero for LayerNorm, the
     anchor alone for RMSNorm (which subtracts no mean)."""
@@ -201,4 +211,4 @@ def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -
 
 
 __all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "norm_labels", "norm_spec", "padded_norm",
-           "with_norm"]
+           "read_factor", "with_norm"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from compiler.errors import LabError
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.config import AttentionSpec, layer_module
+from compiler.model.config import AttentionSpec, NormSpec, layer_module
 from compiler.model.dense import dense_tensors, fold_projection, tensor_name
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compiler.model.tying import untied
@@ -150,6 +150,7 @@ class Network:
     pad_id: int
     causal: bool
     empty_threshold: float | None = EMPTY_THRESHOLD
+    norm: NormSpec | None = None  # the pre-norm every port reads through (`compile_rasp(norm=...)`)
 
     @property
     def width(self) -> int:
@@ -259,12 +260,12 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
     Returns:
         The network with its sources, ports, dense weights and scored columns.
     Raises:
-        LabError: `projection` is not `[D, d]`, `output` names no output of the model, or the
-            model has a norm (its patching does not normalise yet).
+        LabError: `projection` is not `[D, d]`, `output` names no output of the model, or a
+            projection is given for a model with a norm (compression refuses those).
     """
-    if model.config.norm is not None:
-        raise LabError(f"circuits of a model with a {model.config.norm.kind} are not measured yet (the patched "
-                       "network runs no norm); compile the program with norm=None")
+    if model.config.norm is not None and projection is not None:
+        raise LabError(f"a model with a {model.config.norm.kind} runs uncompressed (compression refuses normalised "
+                       "models); pass projection=None or compile the program with norm=None")
     model = untied(model)
     config = model.config
     labels = config.residual_labels
@@ -331,4 +332,5 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
         bos_id=model.input_encoder.bos_id,
         pad_id=model.input_encoder.pad_id,
         causal=config.causal,
+        norm=config.norm,
     )

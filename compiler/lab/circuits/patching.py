@@ -249,8 +249,29 @@ def layout(net: Network) -> Layout:
     columns = _columns(net)
     unembed = np.zeros((D, shape.outputs), np.float32)
     unembed[: net.width, : columns.shape[1]] = columns
-    weights = tuple(jnp.asarray(a) for a in (tok, pos, w_q, w_k, w_v, w_o, w_in, w_out, act, unembed))
+    weights = tuple(jnp.asarray(a) for a in (tok, pos, w_q, w_k, w_v, w_o, w_in, w_out, act, unembed, _norm_args(net)))
     return Layout(net, shape, weights, np.asarray(source_slot), np.asarray(port_slot), columns.shape[1])
+
+
+def _norm_args(net: Network) -> np.ndarray:
+    """The norm as a program argument: `[on, centred, gain, eps, real width]` (networks with and
+    without a norm, of either kind, share the compiled programs of their bucket)."""
+    norm = net.norm
+    if norm is None:
+        return np.asarray([0.0, 0.0, 1.0, 1.0, net.width], np.float32)
+    return np.asarray([1.0, float(norm.kind == "layernorm"), norm.scale, norm.eps, net.width], np.float32)
+
+
+def _normalise(norm: jax.Array, x: jax.Array) -> jax.Array:
+    """A port's input through the network's pre-norm (`compiler.model.transformer.normalise`),
+    over the real residual coordinates only (the padded ones hold 0 and are read by no weight);
+    the input itself where the network has no norm."""
+    on, centred, gain, eps, width = norm[0], norm[1], norm[2], norm[3], norm[4]
+    real = jnp.arange(x.shape[-1]) < width
+    mean = centred * x.sum(axis=-1, keepdims=True) / width
+    x_c = jnp.where(real, x - mean, 0.0)
+    scaled = x_c * (gain * jax.lax.rsqrt(jnp.square(x_c).sum(axis=-1, keepdims=True) / width + eps))
+    return jnp.where(on > 0, scaled, x)
 
 
 def _columns(net: Network) -> np.ndarray:
@@ -294,7 +315,7 @@ def _read(keep: jax.Array, outs: jax.Array, ref: jax.Array) -> jax.Array:
 def _run(shape: Shape, weights: tuple, keep: jax.Array, ids: jax.Array, ref: jax.Array, pad_id: jax.Array,
          causal: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The padded forward pass: `(logits [B, T, N'], source outputs [S', B, T, D'])`."""
-    tok, pos, w_q, w_k, w_v, w_o, w_in, w_out, act, unembed = weights
+    tok, pos, w_q, w_k, w_v, w_o, w_in, w_out, act, unembed, norm = weights
     L, H = shape.blocks, shape.heads
     batch, length = ids.shape
     sources = 2 + L * (H + 1)
@@ -306,7 +327,7 @@ def _run(shape: Shape, weights: tuple, keep: jax.Array, ids: jax.Array, ref: jax
     def block(outs: jax.Array, xs: tuple) -> tuple[jax.Array, None]:
         keep_b, q_b, k_b, v_b, o_b, in_b, out_b, act_b, index = xs
         base = 2 + index * (H + 1)
-        x = _read(keep_b[: 3 * H], outs, ref).reshape((H, 3, batch, length, shape.width))
+        x = _normalise(norm, _read(keep_b[: 3 * H], outs, ref)).reshape((H, 3, batch, length, shape.width))
         q = jnp.einsum("hbtd,hde->hbte", x[:, 0], q_b, precision=PRECISION)
         k = jnp.einsum("hbtd,hde->hbte", x[:, 1], k_b, precision=PRECISION)
         v = jnp.einsum("hbtd,hde->hbte", x[:, 2], v_b, precision=PRECISION)
@@ -315,7 +336,7 @@ def _run(shape: Shape, weights: tuple, keep: jax.Array, ids: jax.Array, ref: jax
         mixed = jnp.einsum("bhts,hbse->hbte", pattern, v, precision=PRECISION)
         written = jnp.einsum("hbte,hed->hbtd", mixed, o_b, precision=PRECISION)
         outs = jax.lax.dynamic_update_slice(outs, written, (base, 0, 0, 0))
-        x = _read(keep_b[3 * H :], outs, ref)[0]
+        x = _normalise(norm, _read(keep_b[3 * H :], outs, ref)[0])
         hidden = _activate(shape, act_b, jnp.einsum("btd,dh->bth", x, in_b, precision=PRECISION))
         written = jnp.einsum("bth,hd->btd", hidden, out_b, precision=PRECISION)
         outs = jax.lax.dynamic_update_slice(outs, written[None], (base + H, 0, 0, 0))
@@ -323,7 +344,7 @@ def _run(shape: Shape, weights: tuple, keep: jax.Array, ids: jax.Array, ref: jax
 
     keep_blocks = keep[: L * per_block].reshape((L, per_block) + keep.shape[1:])
     outs, _ = jax.lax.scan(block, outs, (keep_blocks, w_q, w_k, w_v, w_o, w_in, w_out, act, jnp.arange(L)))
-    final = _read(keep[L * per_block :], outs, ref)[0]
+    final = _normalise(norm, _read(keep[L * per_block :], outs, ref)[0])
     return jnp.einsum("btd,dn->btn", final, unembed, precision=PRECISION), outs
 
 

@@ -10,6 +10,13 @@ component edges that carry `a` into a component writing `b`.
 The measured circuit (`compiler.lab.circuits.measure`) can be smaller: a direction that is
 constant over the input distribution (`one`, a position under resample ablation) carries nothing
 a mean or resample ablation removes.
+
+In a model with a norm (`compile_rasp(norm=...)`) every port reads the whole stream through the
+norm's divisor, which the anchor coordinates (`compiler.model.norm`, written by the token
+embedding) hold at its gain: so every port also reads those coordinates, and the token
+embedding's edge into each port of the circuit is structural, carrying `norm_anchor` (zero
+ablation of it divides that port's input by a far smaller number; a mean or resample ablation
+leaves the constant anchor where it was).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import numpy as np
 
 from compiler.lab.circuits.components import AttentionLayer, Network, network
 from compiler.model.compiled_model import CompiledModel
+from compiler.model.norm import ANCHOR, COUNTER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +49,9 @@ def _cols(matrix: np.ndarray) -> set[int]:
     return set(np.nonzero(np.any(matrix != 0, axis=0))[0].tolist())
 
 
-def read_write_sets(net: Network) -> tuple[list[set[int]], list[set[int]]]:
-    """Residual coordinates each source writes and each port reads (exact basis)."""
+def read_write_sets(net: Network, norm_reads: frozenset[int] = frozenset()) -> tuple[list[set[int]], list[set[int]]]:
+    """Residual coordinates each source writes and each port reads (exact basis); every port also
+    reads `norm_reads` (the anchor coordinates of a normalised model, through the divisor)."""
     writes = [_cols(net.tok_embed), _cols(net.pos_embed)]
     reads: list[set[int]] = []
     for layer in net.layers:
@@ -54,7 +63,7 @@ def read_write_sets(net: Network) -> tuple[list[set[int]], list[set[int]]]:
             reads.append(_rows(layer.w_in))
             writes.append(_cols(layer.w_out))
     reads.append(_rows(net.unembed[:, net.columns]))
-    return writes, reads
+    return writes, [read | norm_reads for read in reads]
 
 
 def structural_edges(model: CompiledModel, output: str | None = None, net: Network | None = None) -> Structure:
@@ -63,7 +72,8 @@ def structural_edges(model: CompiledModel, output: str | None = None, net: Netwo
     variant that changes the components, such as distributed heads, passes its own)."""
     net = net if net is not None else network(model, output=output)
     labels = model.residual_labels
-    writes, reads = read_write_sets(net)
+    anchors = frozenset(i for i, label in enumerate(labels) if label in (ANCHOR, COUNTER)) if net.norm else frozenset()
+    writes, reads = read_write_sets(net, anchors)
     port_index = {p.name: i for i, p in enumerate(net.ports)}
     source_index = {s.name: i for i, s in enumerate(net.sources)}
     shared = [writes[source_index[e.src]] & reads[port_index[e.dst]] for e in net.edges]

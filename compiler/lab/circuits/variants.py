@@ -33,6 +33,13 @@
   (`keeps_outputs` says whether they do). Every component, and every edge into it, now moves
   the output logits, as the parts of a trained model outside its circuit do.
 
+* **h, layernorm**: the program compiled with `norm="layernorm"`: a LayerNorm before every
+  sub-layer and the unembedding, as in GPT-2 (`compile_rasp(norm=...)`); every port reads the
+  normalised stream, so ablating a source also moves the scale every other read is divided by.
+  It combines with d, e, f and g (e's residual rotation then keeps the all-ones direction fixed,
+  so the norm's centring commutes with it); not with b or c, since compression refuses
+  normalised models.
+
 Letters combine: "b+e" is the superposed model reparametrised, "d+b+e" all three. The circuit
 of every variant is measured on the variant itself (`compiler.lab.circuits.measure`), so the
 ground truth is carried through each and verified there; `keeps_outputs` measures that the
@@ -75,12 +82,13 @@ class Dial(StrEnum):
     REPARAMETRISED = "e"
     DISTRIBUTED = "f"
     INTERFERENCE = "g"
+    LAYERNORM = "h"
 
 
 # What each setting does, in a phrase (the module docstring has the details).
 LETTERS = {Dial.EXACT: "exact", Dial.ANALYTIC: "analytic superposition", Dial.GD: "GD-compressed",
            Dial.DISTRACTORS: "distractors", Dial.REPARAMETRISED: "reparametrised",
-           Dial.DISTRIBUTED: "distributed heads", Dial.INTERFERENCE: "interference"}
+           Dial.DISTRIBUTED: "distributed heads", Dial.INTERFERENCE: "interference", Dial.LAYERNORM: "layernorm"}
 _ALIASES = {**{m.value: m.value for m in Dial}, **{m.name.lower(): m.value for m in Dial}}
 # f: how many parallel copies each head becomes, and the Dirichlet concentration of their shares
 # (1: uniform over the simplex, so shares are uneven).
@@ -135,6 +143,9 @@ def parse(name: str) -> tuple[str, ...]:
         raise LabError(f"unknown variant {name!r}; use the settings {names} joined by '+' (e.g. 'b+e')")
     if "b" in letters and "c" in letters:
         raise LabError(f"variant {name!r}: b and c are two projections; pick one")
+    if "h" in letters and ("b" in letters or "c" in letters):
+        raise LabError(f"variant {name!r}: h (layernorm) runs uncompressed, since compression refuses normalised "
+                       "models; drop b or c, or h")
     squeeze(name)
     return letters
 
@@ -279,6 +290,17 @@ def _orthogonal(rng: np.random.Generator, n: int) -> np.ndarray:
     return q * np.sign(np.diag(r))
 
 
+def _rotation(rng: np.random.Generator, n: int, fix_mean: bool) -> np.ndarray:
+    """A random orthogonal `[n, n]`; with `fix_mean`, one that maps the all-ones vector to itself
+    (a rotation of its orthogonal complement), so a LayerNorm's centring commutes with it."""
+    if not fix_mean or n < 2:
+        return _orthogonal(rng, n)
+    basis = np.linalg.qr(np.hstack([np.ones((n, 1)), rng.normal(size=(n, n - 1))]))[0]  # column 0: +-1/sqrt(n)
+    inner = np.eye(n)
+    inner[1:, 1:] = _orthogonal(rng, n - 1)
+    return basis @ inner @ basis.T
+
+
 def _invertible(rng: np.random.Generator, n: int, spread: float = 0.5) -> np.ndarray:
     """A random well-conditioned invertible matrix: rotation, positive scales, rotation."""
     return _orthogonal(rng, n) @ np.diag(np.exp(rng.uniform(-spread, spread, n))) @ _orthogonal(rng, n)
@@ -291,7 +313,8 @@ def reparametrise(net: Network, seed: int = 0) -> Network:
     float rounding only (`keeps_outputs` measures the decoded outputs).
     """
     rng = np.random.default_rng(seed)
-    rot = _orthogonal(rng, net.width)
+    layernorm = net.norm is not None and net.norm.kind == "layernorm"
+    rot = _rotation(rng, net.width, fix_mean=layernorm)
     f64 = lambda a: np.asarray(a, np.float64)
     layers: list[AttentionLayer | MLPLayer] = []
     for layer in net.layers:
@@ -455,21 +478,26 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
     Returns:
         The `Variant`.
     Raises:
-        LabError: an unknown letter, b and c together, or d with a program holding a rasp.Loop;
-            also d with b or c, a bad '@' suffix (`parse`), and b or c when no analytic
-            projection of the program is exact below the full width D.
+        LabError: an unknown letter, b and c together, h with b or c, or d with a program
+            holding a rasp.Loop; also d with b or c, a bad '@' suffix (`parse`), and b or c when
+            no analytic projection of the program is exact below the full width D.
     """
     letters = parse(name)
     notes = []
+    norm = "layernorm" if "h" in letters else None
+    if model is not None and (model.config.norm is None) != (norm is None):
+        model = None  # compiled with the other norm setting: compile the one asked for
+    if norm:
+        notes.append("layernorm: a LayerNorm before every sub-layer and the unembedding")
     if "d" in letters and _has_loop(program):
         raise LabError(f"variant {name!r}: distractors are compiled into one model with the program, and a "
                          f"rasp.Loop ({program.label!r}) compiles only alone; use a, b, c, e or f")
     if "d" in letters:
         distractors = distractor_programs(program, vocab, max_seq_len, seed)
-        model = compile_rasp([program, *distractors], set(vocab), max_seq_len)
+        model = compile_rasp([program, *distractors], set(vocab), max_seq_len, norm=norm)
         notes.append("distractors " + ", ".join(str(d.label) for d in distractors))
     elif model is None:
-        model = compile_rasp(program, set(vocab), max_seq_len)
+        model = compile_rasp(program, set(vocab), max_seq_len, norm=norm)
     projection, accuracy = None, None
     if "b" in letters or "c" in letters:
         if "d" in letters:

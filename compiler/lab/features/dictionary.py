@@ -19,6 +19,14 @@ site (for transcoders) the features are the MLP's hidden units: the code is the 
 and the vector is what the unit writes into the stream (its row of ``w_out``, times ``W``).
 
 :func:`check_dictionary` measures the claim: activations equal codes times dictionary.
+
+In a model with a norm (``compile_rasp(norm=...)``) the sites hold the stream before the norm, so
+the dictionary is the same; what reads a residual site (sub-layer ``k`` reads snapshot ``k``, the
+unembedding the last) reads it times the norm's factor ``gain / sqrt(var + eps)`` (after centring,
+for LayerNorm), which the compiler keeps within ``1 +- spread`` (``TrueDictionary.norm``), and an
+MLP site's hidden codes already hold that factor. The anchor coordinates that keep it there are
+dense directions. :func:`check_dictionaries` measures the factor at each site
+(``DictionaryCheck.norm_factor``).
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ import numpy as np
 from compiler import CompiledModel
 from compiler.errors import LabError
 from compiler.lab.features.sites import Site, SiteRunner, check_site, sparse_matrix
-from compiler.model.config import MODULE_NAME, AttentionSpec, SparseLinear
+from compiler.model.config import MODULE_NAME, AttentionSpec, NormSpec, SparseLinear
+from compiler.model.norm import read_factor
 from compiler.model.tying import untied
 from craft.bases import ONE_NAME, TOKENS_NAME
 
@@ -52,6 +61,12 @@ class TrueDictionary:
     dense_coords: np.ndarray  # [G] int
     dense_vectors: np.ndarray  # [G, width] float32
     dropped: tuple[str, ...]  # present at the site, but with a zero vector
+    norm: NormSpec | None = None  # the norm the site is read through: a factor within 1 +- norm.spread
+
+    @property
+    def read_factor_range(self) -> tuple[float, float] | None:
+        """The stated range of the factor the site's reader multiplies it by (None: no norm)."""
+        return None if self.norm is None else (1.0 - self.norm.spread, 1.0 + self.norm.spread)
 
     @property
     def num_features(self) -> int:
@@ -157,7 +172,7 @@ def true_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray 
             dropped.append(labels[i])
     kept, spread = np.asarray(features, np.int64), np.asarray(dense, np.int64)
     return TrueDictionary(site, tuple(labels[i] for i in kept), kept, w[kept],
-                          tuple(labels[i] for i in spread), spread, w[spread], tuple(dropped))
+                          tuple(labels[i] for i in spread), spread, w[spread], tuple(dropped), compiled.config.norm)
 
 
 def hidden_labels(compiled: CompiledModel, index: int) -> tuple[str, ...]:
@@ -185,7 +200,7 @@ def _mlp_dictionary(compiled: CompiledModel, site: Site, projection: np.ndarray 
     dead = [names[j] for j in range(hidden) if j not in alive]
     empty = np.zeros((0, vectors.shape[1]), np.float32)
     return TrueDictionary(site, tuple(names[j] for j in live), live, vectors[live], (), np.zeros(0, np.int64),
-                          empty, tuple(dead))
+                          empty, tuple(dead), compiled.config.norm)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,6 +210,7 @@ class DictionaryCheck:
     positions: int  # real token positions compared (BOS and PAD excluded)
     max_abs_error: float
     max_activation: float  # largest |activation| seen, the scale of the error
+    norm_factor: tuple[float, float] | None = None  # least and largest factor its reader's norm applied (None: no norm)
 
     @property
     def relative_error(self) -> float:
@@ -223,7 +239,8 @@ def check_dictionaries(compiled: CompiledModel, dictionaries: list[TrueDictionar
 
     Returns:
         One :class:`DictionaryCheck` per dictionary, in order: positions compared, the largest
-        absolute error and the largest activation.
+        absolute error, the largest activation and, in a model with a norm, the range of the
+        factor the norm reading the site (an MLP site: reading its input) applied.
     """
     compressed = SiteRunner(compiled, projection).capture(ids)
     exact = SiteRunner(compiled).capture(ids) if projection is not None else compressed
@@ -234,8 +251,12 @@ def check_dictionaries(compiled: CompiledModel, dictionaries: list[TrueDictionar
         values = exact.values(dictionary.site)
         rebuilt = dictionary.reconstruct(dictionary.codes(values), dictionary.dense_codes(values))
         error = np.abs(acts - rebuilt)[mask]
+        factor = None
+        if compiled.config.norm is not None and mask.any():
+            read = read_factor(compiled.config.norm, compressed.streams[dictionary.site.index][mask])
+            factor = (float(read.min()), float(read.max()))
         checks.append(DictionaryCheck(int(mask.sum()), float(error.max(initial=0.0)),
-                                      float(np.abs(acts[mask]).max(initial=0.0))))
+                                      float(np.abs(acts[mask]).max(initial=0.0)), factor))
     return checks
 
 

@@ -42,7 +42,7 @@ from compiler.model.agree import same_outputs
 from compiler.model.encoders import OutputEncoder
 from rasp import rasp
 
-EXACT = ("unoptimised", "optimised", "reparametrised")
+EXACT = ("unoptimised", "optimised", "reparametrised", "layernorm")
 COLUMNS = ["index", "variant", "status", "error", "source", "causal", "inputs", "outputs", "token_ids",
            "output_values", "compression", "weights", "weights_sha256"]
 

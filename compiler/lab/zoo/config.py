@@ -16,7 +16,7 @@ from compiler.fuzzing.random_programs import KIND_WEIGHTS
 
 # The variants a record can be (each described under `ZooConfig.variants`), the ones a run
 # writes unless told otherwise, and the vocabulary kinds `ZooConfig.vocab_kind` may name.
-VARIANTS = ("unoptimised", "optimised", "compressed", "reparametrised", "gd")
+VARIANTS = ("unoptimised", "optimised", "compressed", "reparametrised", "gd", "layernorm")
 DEFAULT_VARIANTS = ("unoptimised", "optimised", "compressed")
 VOCAB_KINDS = ("letters", "ints", "mixed")
 
@@ -33,7 +33,9 @@ class ZooConfig:
         "optimised": the default passes; "compressed": the optimised model with the analytic
         packed projection folded into its weights; "reparametrised": the optimised model with
         function-preserving random changes to its weights; "gd": the optimised model through a
-        projection learned by gradient descent, possibly inexact). Default: the first three.
+        projection learned by gradient descent, possibly inexact; "layernorm": the program
+        compiled, optimised, with a LayerNorm before every sub-layer and the unembedding, as in
+        GPT-2). Default: the first three.
       operations: statement kinds the random generator may use (`KIND_WEIGHTS` keys), kept at
         their default relative weights.
       sizes: inclusive range of the generator's operation count (selectors included).
@@ -59,7 +61,7 @@ class ZooConfig:
         recorded as out of memory (None: no limit).
       gd_steps: the gradient-descent budget of the "gd" variant (it stops earlier once exact).
       measure_circuits: check the circuit of every variant on its weights by patching (about a
-        second or more per record); "reparametrised" and "gd" records are always checked.
+        second or more per record); "reparametrised", "gd" and "layernorm" records are always checked.
     """
 
     programs: int = 100

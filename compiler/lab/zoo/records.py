@@ -16,7 +16,8 @@ and the model columns empty; nothing raises. Statuses:
 
 A record's `circuit` is the structural circuit of the model it comes from; `circuit_check` is that
 circuit and the measured one checked on the record's own weights (`compiler.lab.zoo.verify`):
-always for `reparametrised` and `gd`, for every variant with `ZooConfig.measure_circuits`.
+always for `reparametrised`, `gd` and `layernorm`, for every variant with
+`ZooConfig.measure_circuits`.
 * `refused` — the compiler refused the program (`CompilerError`: the reason is in `error`).
 * `untested` — the RASP evaluator rejects every sampled input (e.g. a categorical Aggregate
   that always selects different values), so there is no ground truth to store.
@@ -61,8 +62,9 @@ class Status(StrEnum):
 
 
 OK, REFUSED, UNTESTED, MISMATCH, ERROR, TIMEOUT, MEMORY, WRONG_CLAIM = Status
-# Variants whose circuit is carried over from another model: always checked on their own weights.
-CHECKED = ("reparametrised", "gd")
+# Variants whose circuit is carried over from another model, or read off weights whose norm the
+# structural reading leaves out: always checked on their own weights.
+CHECKED = ("reparametrised", "gd", "layernorm")
 
 _PLACEMENT = pa.struct([
     ("label", pa.string()),

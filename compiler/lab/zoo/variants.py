@@ -15,6 +15,9 @@
   random invertible maps inside every head's QK and OV products, a permutation and positive
   rescaling of ReLU neurons) applied to its `Network`, written back by
   `compiler.lab.zoo.weights.network_tensors`. Its seed is `variant_seed(seed, index)`.
+* `layernorm`: `compile_rasp(..., norm="layernorm")`, optimised: a LayerNorm before every
+  sub-layer and the unembedding (GPT-2's pre-norm layout), the norm stated in the weights'
+  metadata. Exact like `optimised`; its circuit is measured through the norm.
 * `gd`: the optimised model through a projection learned by gradient descent: the analytic
   projection at its smallest width exact against RASP on the whole input space
   (`compiler.lab.circuits.variants.analytic_projection`), rotated randomly, perturbed and
@@ -131,18 +134,19 @@ def compile_variants(
 
     `seed` seeds the random variants (reparametrised, gd); `gd_steps` is the GD budget.
     """
-    compiled: dict[bool, CompiledModel | BaseException] = {}
-    loops: dict[bool, dict | None] = {}
+    compiled: dict[tuple[bool, str | None], CompiledModel | BaseException] = {}
+    loops: dict[tuple[bool, str | None], dict | None] = {}
 
-    def model(optimize: bool) -> CompiledModel:
-        if optimize not in compiled:
+    def model(optimize: bool, norm: str | None = None) -> CompiledModel:
+        key = (optimize, norm)
+        if key not in compiled:
             try:
-                tied = compile_rasp(program, vocab, max_seq_len, causal=causal, optimize=optimize)
-                loops[optimize] = None if tied.config.tied is None else loop_info(tied.config.tied)
-                compiled[optimize] = untied(tied)
+                tied = compile_rasp(program, vocab, max_seq_len, causal=causal, optimize=optimize, norm=norm)
+                loops[key] = None if tied.config.tied is None else loop_info(tied.config.tied)
+                compiled[key] = untied(tied)
             except Exception as error:
-                compiled[optimize] = error
-        result = compiled[optimize]
+                compiled[key] = error
+        result = compiled[key]
         if isinstance(result, BaseException):
             raise result
         return result
@@ -159,13 +163,16 @@ def compile_variants(
                 out[variant] = reparametrised(model(True), seed)
             elif variant == "gd":
                 out[variant] = learned(model(True), program, seed, gd_steps)
+            elif variant == "layernorm":
+                base = model(True, "layernorm")
+                out[variant] = VariantModel(variant, base, dense_tensors(base))
             else:
                 base = model(variant == "optimised")
                 out[variant] = VariantModel(variant, base, dense_tensors(base))
         except Exception as error:
             out[variant] = error
         else:
-            loop, built = loops[variant != "unoptimised"], out[variant]
+            loop, built = loops[(variant != "unoptimised", "layernorm" if variant == "layernorm" else None)], out[variant]
             if loop is not None and isinstance(built, VariantModel):
                 out[variant] = dataclasses.replace(built, loop=loop)
     return out

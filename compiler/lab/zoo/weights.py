@@ -18,7 +18,9 @@ under the same names. Its heads keep the network's padding (every head of a laye
 widest), which the reparametrisation's per-head maps fill in.
 
 The header's `__metadata__` holds `zoo_model`: JSON with what the forward pass needs besides the
-tensors (`causal`, `bos_id`, `pad_id`, `numerical_output`, the activation of every MLP).
+tensors (`causal`, `bos_id`, `pad_id`, `numerical_output`, the activation of every MLP, and for
+a `layernorm` record its `norm`: kind, gain, eps, anchor, spread, as `compiler.model.config.NormSpec`
+has them: every sub-layer and the unembedding read `gain * (x - mean(x)) / sqrt(var(x) + eps)`).
 `forward` runs those bytes through the project's numpy oracle (`compiler.model.oracle`),
 so a stored record is checked on exactly the weights it stores (no JAX, nothing compiled).
 """
@@ -32,6 +34,7 @@ import numpy as np
 import safetensors.numpy
 
 from compiler.io.files import safetensors_bytes
+from compiler.io.serialize import norm_from_json, norm_to_json
 from compiler.lab.circuits.components import AttentionLayer, Network
 from compiler.model import dense, oracle
 from compiler.model.compiled_model import CompiledModel
@@ -84,6 +87,7 @@ def forward_metadata(model: CompiledModel) -> dict:
         "numerical_output": bool(model.config.numerical_output),
         "activations": {str(i): layer.activation for i, layer in enumerate(model.config.layers)
                         if isinstance(layer, MLPSpec)},
+        **({} if model.config.norm is None else {"norm": norm_to_json(model.config.norm)}),
     }
 
 
@@ -112,5 +116,6 @@ def forward(tensors: dict[str, np.ndarray], metadata: dict, ids: np.ndarray) -> 
     """
     activations = {int(index): name for index, name in metadata["activations"].items()}
     config, params = config_of_dense_tensors(tensors, pad_id=metadata["pad_id"], causal=metadata["causal"],
-                                             numerical_output=metadata["numerical_output"], activations=activations)
+                                             numerical_output=metadata["numerical_output"], activations=activations,
+                                             norm=norm_from_json(metadata.get("norm")))
     return oracle.forward(config, params, ids)

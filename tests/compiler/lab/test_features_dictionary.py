@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compiler import compile_rasp
+from compiler.examples import EXAMPLES
 from compiler.lab.features.dictionary import check_dictionaries, true_dictionary
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites
 from compiler.lab.features.stages import STAGES, build_stage
+from compiler.model.norm import ANCHOR
 from compiler.model.projected import projection_blocks
 from compression.analytic import packed_projection, packed_width, random_projection, residual_structure
 from compression.learned.sampling import enumerate_inputs
@@ -41,6 +44,25 @@ def test_codes_times_dictionary_is_the_activation_at_every_site(tasks, name, com
         assert check.positions > 150
         assert check.max_activation > 0.5, site
         assert check.max_abs_error <= TOLERANCE * max(1.0, check.max_activation), (site, check)
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_a_normalised_model_has_the_dictionary_and_states_the_factor_its_sites_are_read_with(norm):
+    """With a norm the sites hold the stream before it: codes times dictionary is still every
+    activation (the anchor coordinates among the dense directions), and the factor the norm reading
+    each site applies stays within the stated 1 +- spread (plus float32's share)."""
+    example = EXAMPLES["sort_unique"]
+    model = compile_rasp(example.build(5), set(example.vocab), 5, norm=norm)
+    ids = enumerate_inputs(input_space_of(model))[::7]
+    sites = [*residual_sites(model), *(Site("mlp", i) for i, layer in enumerate(model.config.layers)
+                                       if getattr(layer, "w_in", None) is not None and layer.w_in.shape[1])]
+    dictionaries = [true_dictionary(model, site) for site in sites]
+    for dictionary, check in zip(dictionaries, check_dictionaries(model, dictionaries, ids)):
+        assert ANCHOR in dictionary.dense_labels or dictionary.site.kind == "mlp"
+        assert check.max_abs_error <= TOLERANCE * max(1.0, check.max_activation), (dictionary.site, check)
+        low, high = dictionary.read_factor_range
+        assert check.norm_factor is not None
+        assert low - 1e-6 <= check.norm_factor[0] <= check.norm_factor[1] <= high + 1e-6, (dictionary.site, check)
 
 
 def test_exact_model_dictionary_is_the_labelled_basis(tasks):

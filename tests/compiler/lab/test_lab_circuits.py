@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from compiler import compile_rasp
+from compiler.errors import LabError
 from compiler.examples import EXAMPLES
 from compiler.lab.circuits.ablation import InputDistribution
 from compiler.lab.circuits.components import Component, MLPLayer, Network, Port, network
@@ -176,15 +177,32 @@ def test_sharpened_divergence_ranks_the_zero_ablation_circuit_perfectly():
 @pytest.mark.parametrize("variant", ["e", pytest.param("b", marks=pytest.mark.slow), pytest.param("b+e", marks=pytest.mark.slow),
                                      pytest.param("d", marks=pytest.mark.slow), pytest.param("d+e", marks=pytest.mark.slow),
                                      pytest.param("f", marks=pytest.mark.slow), pytest.param("f+e", marks=pytest.mark.slow),
-                                     pytest.param("g", marks=pytest.mark.slow), pytest.param("g@0.5+e", marks=pytest.mark.slow)])
+                                     pytest.param("g", marks=pytest.mark.slow), pytest.param("g@0.5+e", marks=pytest.mark.slow),
+                                     "h+e", pytest.param("h", marks=pytest.mark.slow), pytest.param("d+h", marks=pytest.mark.slow),
+                                     pytest.param("h+f", marks=pytest.mark.slow), pytest.param("h+g", marks=pytest.mark.slow)])
 def test_variants_keep_the_outputs(variant, frac_prevs):
-    program, vocab, model = _example("sort_unique") if variant in ("d", "d+e") else frac_prevs
-    unique = variant in ("d", "d+e")
+    unique = variant.startswith("d")
+    program, vocab, model = _example("sort_unique") if unique else frac_prevs
     built = make_variant(variant, program, vocab, model.config.max_seq_len, model=model, unique_tokens=unique)
     tokens = InputDistribution(48, seed=3, unique_tokens=unique).tokens(tuple(sorted(vocab, key=repr)), model.config.max_seq_len)
     assert keeps_outputs(built, program, tokens) == 1.0
     records = {m.record.ablation: m.record for m in measured(built, program, InputDistribution(32, unique_tokens=unique))}
     assert all(r.verification.verified for r in records.values())
+
+
+def test_a_layernorm_model_has_the_circuits_of_the_plain_one(reverse, reverse_records):
+    """Variant h compiles with a LayerNorm before every sub-layer; its network reads every port
+    through the norm, so an ablation also moves what the others are divided by. On reverse the
+    verified circuit per ablation is the plain model's, edge for edge; h refuses compression."""
+    program, vocab, model = reverse
+    normed = make_variant("h", program, vocab, model.config.max_seq_len, model=model)
+    assert normed.model.config.norm is not None and normed.net.norm == normed.model.config.norm
+    records = {m.record.ablation: m.record for m in measured(normed, program, DIST)}
+    for ablation, record in reverse_records.items():
+        assert records[ablation].verification.verified
+        assert records[ablation].edge_names() == record.edge_names()
+    with pytest.raises(LabError, match="compression refuses normalised"):
+        make_variant("h+b", program, vocab, model.config.max_seq_len)
 
 
 def test_distributed_heads_split_every_head(reverse):

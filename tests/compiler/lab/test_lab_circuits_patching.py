@@ -5,7 +5,8 @@ blocks, every dimension padded with zeros, the blocks in a `lax.scan`). These te
 the padding changes nothing: on random keep masks (zeros, ones and values between), random
 reference values, causal and not, a compiled model and hand-made networks with adjacent
 attention layers, adjacent MLPs and every MLP activation give the outputs of a plain float64
-forward pass over the unpadded weights.
+forward pass over the unpadded weights; networks with a LayerNorm or RMSNorm (each port reads
+the normalised sum, over the real coordinates only) too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from compiler.lab.circuits.measure import setup
 from compiler.lab.circuits.methods import edge_patching_scores
 from compiler.lab.circuits.patching import bucket, edge_keeps, forward, forward_many, layout, source_outputs
 from compiler.lab.circuits.readout import decoded
-from compiler.model.config import MASKED_LOGIT
+from compiler.model.config import MASKED_LOGIT, NormSpec
 from craft.blocks import activate
 
 
@@ -36,8 +37,13 @@ def direct_forward(net: Network, keep: np.ndarray, ids: np.ndarray, reference: n
 
     def read(port: int) -> np.ndarray:
         count = net.upstream_counts[port]
-        return sum(keep[port, s][None, :, None] * outs[s] + (1 - keep[port, s])[None, :, None] * reference[s]
-                   for s in range(count))
+        x = sum(keep[port, s][None, :, None] * outs[s] + (1 - keep[port, s])[None, :, None] * reference[s]
+                for s in range(count))
+        if net.norm is None:
+            return x
+        if net.norm.kind == "layernorm":
+            x = x - x.mean(axis=-1, keepdims=True)
+        return net.norm.scale * x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + net.norm.eps)
 
     port = 0
     for layer in net.layers:
@@ -103,8 +109,11 @@ def test_bucket_is_the_next_power_of_two_or_one_and_a_half_times_one():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_padded_forward_equals_the_direct_forward_on_hand_made_networks(causal):
+@pytest.mark.parametrize("norm", [None, "layernorm", "rmsnorm"])
+def test_padded_forward_equals_the_direct_forward_on_hand_made_networks(causal, norm):
     net = _hand_made(causal)
+    if norm is not None:  # 7 real coordinates padded to 32: the norm must see the 7 alone
+        net = net.replace_weights(norm=NormSpec(norm, scale=1.5, eps=1e-5, anchor=1.0, spread=0.0))
     rng = np.random.default_rng(1)
     ids = _ids(net, rng, batch=5, length=5)
     reference = rng.normal(size=(len(net.sources), 5, 5, net.width)).astype(np.float32)
@@ -118,9 +127,10 @@ def test_padded_forward_equals_the_direct_forward_on_hand_made_networks(causal):
     np.testing.assert_allclose(single, got[1], rtol=1e-5, atol=1e-5 * np.abs(got[1]).max())
 
 
-def test_padded_forward_equals_the_direct_forward_on_a_compiled_model():
+@pytest.mark.parametrize("norm", [None, "layernorm", "rmsnorm"])
+def test_padded_forward_equals_the_direct_forward_on_a_compiled_model(norm):
     example = EXAMPLES["reverse"]
-    model = compile_rasp(example.build(5), set(example.vocab), 5)
+    model = compile_rasp(example.build(5), set(example.vocab), 5, norm=norm)
     net = network(model)
     rng = np.random.default_rng(2)
     ids = _ids(net, rng, batch=6, length=6)
@@ -133,7 +143,8 @@ def test_padded_forward_equals_the_direct_forward_on_a_compiled_model():
     for masks in (keeps, whole):
         got = forward_many(net, masks, jnp.asarray(ids), jnp.asarray(reference))
         for keep, out in zip(masks, got):
-            np.testing.assert_allclose(out, direct_forward(net, keep, ids, reference), atol=1e-4)
+            want = direct_forward(net, keep, ids, reference)  # ablating the anchor can scale a read up
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
     # Nothing ablated is the compiled model itself.
     plain = np.asarray(forward(net, np.ones(keeps.shape[1:], np.float32), jnp.asarray(ids), jnp.asarray(reference)))
     np.testing.assert_allclose(plain, np.asarray(model.run(ids).output).reshape(plain.shape), atol=1e-5)

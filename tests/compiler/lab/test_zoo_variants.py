@@ -1,5 +1,5 @@
-"""The zoo's reparametrised and GD variants: same function (or a stated accuracy), other weights,
-and the carried-over circuit checked on the variant's own weights."""
+"""The zoo's reparametrised, GD and layernorm variants: same function (or a stated accuracy), other
+weights, and the carried-over circuit checked on the variant's own weights."""
 
 from __future__ import annotations
 
@@ -107,6 +107,34 @@ def test_network_tensors_are_the_model_and_its_reparametrisation():
     np.testing.assert_array_equal(zoo_weights.forward(zoo_weights.network_tensors(network(model)), metadata, ids), want)
     changed = zoo_weights.network_tensors(reparametrise(network(model), seed=1))
     np.testing.assert_allclose(zoo_weights.forward(changed, metadata, ids), want, atol=1e-3)
+
+
+def test_layernorm_records_state_their_norm_and_check_their_circuit():
+    """The `layernorm` variant: compiled with a LayerNorm before every sub-layer, the norm in the
+    weights' metadata, the stored bytes decoding to RASP's outputs, and its structural circuit
+    checked through the norm under every ablation."""
+    config = ZooConfig(**{**CONFIG.__dict__, "variants": ("optimised", "layernorm")})
+    checked = 0
+    for index in range(config.programs):
+        optimised, normed = program_records(config, index)
+        if optimised["status"] != OK:
+            continue
+        assert normed["status"] == OK, normed["error"]
+        tensors, metadata = zoo_weights.from_bytes(normed["weights"])
+        assert metadata["norm"]["kind"] == "layernorm" and metadata["norm"]["spread"] <= 1e-5
+        assert normed["d_model"] > optimised["d_model"]  # the anchor and the norm's coordinates
+        # Each norm divides by its gain within `spread`, and every reader ignores the stream's
+        # mean: run without the norm, the stored tensors give the same outputs within 1e-4.
+        ids = np.asarray([[metadata["bos_id"], *range(min(3, normed["max_seq_len"]))]], np.int32)
+        plain = {key: value for key, value in metadata.items() if key != "norm"}
+        np.testing.assert_allclose(zoo_weights.forward(tensors, plain, ids), zoo_weights.forward(tensors, metadata, ids),
+                                   rtol=1e-4, atol=1e-4)
+        check = json.loads(normed["circuit_check"])
+        assert set(check["ablations"]) == {"zero", "mean", "resample"}
+        for ablation, found in check["ablations"].items():
+            assert found["circuit_sufficient"] and found["circuit_outside_changes"] == 0, ablation
+        checked += 1
+    assert checked >= 2
 
 
 def test_check_circuit_rejects_a_mask_of_the_wrong_length():
