@@ -203,3 +203,43 @@ v12 = rasp.SelectorOr(v10, v11).named("v12")
 v13 = rasp.numerical(rasp.Aggregate(v12, v3, default=0)).named("v13")
 program = v13
 """
+
+
+# -- SAELens tests ---------------------------------------------------------------------------------
+
+
+def saelens_training(ids: np.ndarray, d_in: int, d_sae: int, hook_name: str, *, override_model: Any = None,
+                     **model: str) -> Any:
+    """An SAELens training runner on pre-tokenized `ids` (`[N, T]`, each row starting with BOS):
+    16 steps of 40 tokens of a standard SAE, on the CPU, logging nowhere. `model` names what
+    SAELens loads (`model_name`, `model_class_name`) unless `override_model` hands it one."""
+    import warnings
+
+    import datasets
+    import sae_lens
+
+    cfg = sae_lens.LanguageModelSAERunnerConfig(
+        sae=sae_lens.StandardTrainingSAEConfig(d_in=d_in, d_sae=d_sae, l1_coefficient=1e-3),
+        hook_name=hook_name, is_dataset_tokenized=True, streaming=False, context_size=ids.shape[1],
+        prepend_bos=False,  # the ids start with BOS already
+        training_tokens=640, train_batch_size_tokens=40, store_batch_size_prompts=16, n_batches_in_buffer=16,
+        n_batches_for_norm_estimate=2, device="cpu", output_path=None, checkpoint_path=None,
+        logger=sae_lens.LoggingConfig(log_to_wandb=False), verbose=False, **model,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # SAELens: fewer prompts than its buffer wants
+        return sae_lens.LanguageModelSAETrainingRunner(
+            cfg, override_dataset=datasets.Dataset.from_dict({"input_ids": ids.tolist()}), override_model=override_model)
+
+
+def saelens_error_before_and_after(runner: Any, activations: Any) -> tuple[float, float]:
+    """The runner's SAE's mean squared reconstruction error on `activations` (`[n, d]`) before
+    and after `runner.run()` trains it."""
+    import torch
+
+    with torch.no_grad():
+        before = float(((runner.sae(activations) - activations) ** 2).mean())
+    sae = runner.run()
+    with torch.no_grad():
+        after = float(((sae(activations) - activations) ** 2).mean())
+    return before, after

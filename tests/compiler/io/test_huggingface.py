@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
+from support import saelens_error_before_and_after, saelens_training
 
 from compiler import compile_rasp
 from compiler.errors import CausalSemanticsWarning
@@ -261,8 +262,7 @@ def test_saelens_trains_on_the_checkpoint(tmp_path):
     output are the compiled model's final residual stream (then zero padding) within 1e-5 on all
     3,125 full-length inputs of sort_unique 5/5, and a few training steps lower the SAE's
     reconstruction error."""
-    sae_lens = pytest.importorskip("sae_lens", reason="SAELens is not installed (the sae extra)")
-    import datasets
+    pytest.importorskip("sae_lens", reason="SAELens is not installed (the sae extra)")
     import torch
 
     model = compile_rasp(lib.make_sort_unique(rasp.tokens, rasp.tokens), {1, 2, 3, 4, 5}, 5, norm="layernorm")
@@ -270,39 +270,13 @@ def test_saelens_trains_on_the_checkpoint(tmp_path):
     inputs = [row for row in _inputs(model, None) if len(row) == 5]
     ids = model.input_encoder.encode_batch([[model.input_encoder.bos, *row] for row in inputs])
     width, last = model.config.residual_width, export.n_layer - 1
-    cfg = sae_lens.LanguageModelSAERunnerConfig(
-        sae=sae_lens.StandardTrainingSAEConfig(d_in=export.n_embd, d_sae=2 * export.n_embd, l1_coefficient=1e-3),
-        model_class_name="AutoModelForCausalLM",
-        model_name=str(export.folder),
-        hook_name=f"transformer.h.{last}",
-        is_dataset_tokenized=True,
-        streaming=False,
-        context_size=ids.shape[1],
-        prepend_bos=False,  # the ids start with BOS already
-        training_tokens=640,  # 16 steps of 40 tokens
-        train_batch_size_tokens=40,
-        store_batch_size_prompts=16,
-        n_batches_in_buffer=16,
-        n_batches_for_norm_estimate=2,
-        device="cpu",
-        output_path=None,
-        checkpoint_path=None,
-        logger=sae_lens.LoggingConfig(log_to_wandb=False),
-        verbose=False,
-    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        runner = sae_lens.LanguageModelSAETrainingRunner(
-            cfg, override_dataset=datasets.Dataset.from_dict({"input_ids": ids.tolist()})
-        )
+        runner = saelens_training(ids, export.n_embd, 2 * export.n_embd, f"transformer.h.{last}",
+                                  model_class_name="AutoModelForCausalLM", model_name=str(export.folder))
         activations = runner.activations_store.get_activations(torch.tensor(ids)).reshape(len(ids), ids.shape[1], -1)
         residual = np.asarray(model.forward(model.params, ids).residuals[-1])
         np.testing.assert_allclose(activations[..., :width].numpy(), residual, atol=1e-5)
         assert not activations[..., width:].any()  # the padding GPT-2's head count asked for
-        flat = activations.reshape(-1, export.n_embd)
-        with torch.no_grad():
-            before = float(((runner.sae(flat) - flat) ** 2).mean())
-        sae = runner.run()
-        with torch.no_grad():
-            after = float(((sae(flat) - flat) ** 2).mean())
+        before, after = saelens_error_before_and_after(runner, activations.reshape(-1, export.n_embd))
     assert np.isfinite(after) and after < before
