@@ -36,9 +36,10 @@
 * **h, layernorm**: the program compiled with `norm="layernorm"`: a LayerNorm before every
   sub-layer and the unembedding, as in GPT-2 (`compile_rasp(norm=...)`); every port reads the
   normalised stream, so ablating a source also moves the scale every other read is divided by.
-  It combines with d, e, f and g (e's residual rotation then keeps the all-ones direction fixed,
-  so the norm's centring commutes with it); not with b or c, since compression refuses
-  normalised models.
+  It combines with d, e, f and g (e's residual rotation then keeps the all-ones direction and the
+  anchor coordinates in place: the centring commutes with it, and the anchor stays a massive
+  activation on its own coordinates, as in trained models); not with b or c, since compression
+  refuses normalised models.
 
 Letters combine: "b+e" is the superposed model reparametrised, "d+b+e" all three. The circuit
 of every variant is measured on the variant itself (`compiler.lab.circuits.measure`), so the
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -64,6 +65,7 @@ from compiler.lab.circuits.components import PORTS, AttentionLayer, MLPLayer, Ne
 from compiler.lab.circuits.measure import decoded
 from compiler.lab.circuits.patching import forward
 from compiler.model.compiled_model import CompiledModel
+from compiler.model.norm import ANCHOR, COUNTER
 from rasp import rasp
 
 # Relative noise added to the analytic W before GD (c) trains it back to exactness.
@@ -290,15 +292,32 @@ def _orthogonal(rng: np.random.Generator, n: int) -> np.ndarray:
     return q * np.sign(np.diag(r))
 
 
-def _rotation(rng: np.random.Generator, n: int, fix_mean: bool) -> np.ndarray:
-    """A random orthogonal `[n, n]`; with `fix_mean`, one that maps the all-ones vector to itself
-    (a rotation of its orthogonal complement), so a LayerNorm's centring commutes with it."""
-    if not fix_mean or n < 2:
+def _rotation(rng: np.random.Generator, n: int, fixed: np.ndarray | None = None) -> np.ndarray:
+    """A random orthogonal `[n, n]`; with `fixed` (`[n, k]`, independent columns), one that maps
+    every vector of their span to itself and rotates the orthogonal complement."""
+    if fixed is None or fixed.shape[1] == 0:
         return _orthogonal(rng, n)
-    basis = np.linalg.qr(np.hstack([np.ones((n, 1)), rng.normal(size=(n, n - 1))]))[0]  # column 0: +-1/sqrt(n)
+    k = fixed.shape[1]
+    if n - k < 1:
+        return np.eye(n)
+    basis = np.linalg.qr(np.hstack([fixed, rng.normal(size=(n, n - k))]))[0]  # its first k columns span `fixed`
     inner = np.eye(n)
-    inner[1:, 1:] = _orthogonal(rng, n - 1)
+    inner[k:, k:] = _orthogonal(rng, n - k)
     return basis @ inner @ basis.T
+
+
+def norm_fixed_directions(net: Network, anchors: Sequence[int]) -> np.ndarray | None:
+    """`[d, k]`: what a reparametrisation of a normalised network keeps in place: the all-ones
+    vector for LayerNorm (so the centring commutes with the rotation) and the anchor coordinates
+    `anchors` (a rotation would spread the anchor's magnitude over every coordinate, and every
+    read would then cancel it in float32: outputs changed on 5 of 17 library programs at 5/5);
+    None without a norm."""
+    if net.norm is None:
+        return None
+    columns = [np.eye(net.width)[:, i] for i in anchors]
+    if net.norm.kind == "layernorm":
+        columns.insert(0, np.ones(net.width))
+    return np.stack(columns, axis=1)
 
 
 def _invertible(rng: np.random.Generator, n: int, spread: float = 0.5) -> np.ndarray:
@@ -306,15 +325,16 @@ def _invertible(rng: np.random.Generator, n: int, spread: float = 0.5) -> np.nda
     return _orthogonal(rng, n) @ np.diag(np.exp(rng.uniform(-spread, spread, n))) @ _orthogonal(rng, n)
 
 
-def reparametrise(net: Network, seed: int = 0) -> Network:
+def reparametrise(net: Network, seed: int = 0, fixed: np.ndarray | None = None) -> Network:
     """The same function with weights that look trained (see the module docstring).
 
     Computed in float64 and stored in float32; the result's outputs differ from `net`'s by
-    float rounding only (`keeps_outputs` measures the decoded outputs).
+    float rounding only (`keeps_outputs` measures the decoded outputs). `fixed` (`[d, k]`) spans
+    directions the residual rotation keeps in place (`norm_fixed_directions` for a normalised
+    network).
     """
     rng = np.random.default_rng(seed)
-    layernorm = net.norm is not None and net.norm.kind == "layernorm"
-    rot = _rotation(rng, net.width, fix_mean=layernorm)
+    rot = _rotation(rng, net.width, fixed)
     f64 = lambda a: np.asarray(a, np.float64)
     layers: list[AttentionLayer | MLPLayer] = []
     for layer in net.layers:
@@ -528,7 +548,8 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
         notes.append(f"interference (seed {seed}): every head and MLP writes into the scored read-out, "
                      f"{level:g} of the decision margin in all on 64 sampled inputs")
     if "e" in letters:
-        net = reparametrise(net, seed)
+        anchors = [i for i, label in enumerate(model.residual_labels) if label in (ANCHOR, COUNTER)]
+        net = reparametrise(net, seed, norm_fixed_directions(net, anchors))
         notes.append(f"reparametrised (seed {seed}): residual rotation, per-head W_QK / W_OV maps, MLP neuron permutation and rescaling")
     return Variant(name, net, model, "; ".join(notes) or "exact compiled model", accuracy, exact_net)
 

@@ -19,6 +19,7 @@ from compiler.lab.circuits.pipeline import measured
 from compiler.lab.circuits.record import CircuitRecord
 from compiler.lab.circuits.scoring import score
 from compiler.lab.circuits.variants import keeps_outputs, make_variant
+from compiler.model.norm import ANCHOR, COUNTER
 
 DIST = InputDistribution(48, seed=1)
 L0H0, L2H0 = "layer 0 attn head 0", "layer 2 attn head 0"
@@ -203,6 +204,21 @@ def test_a_layernorm_model_has_the_circuits_of_the_plain_one(reverse, reverse_re
         assert records[ablation].edge_names() == record.edge_names()
     with pytest.raises(LabError, match="compression refuses normalised"):
         make_variant("h+b", program, vocab, model.config.max_seq_len)
+
+
+def test_a_reparametrised_layernorm_model_keeps_its_anchor_in_place():
+    """h+e rotates the residual basis but keeps the all-ones vector and the anchor coordinates:
+    rotated with the rest, the anchor's magnitude cancelled in every float32 read and sort_freq
+    kept 0.78 of its outputs; kept in place, it keeps all of them."""
+    program, vocab, _ = _example("sort_freq")
+    built = make_variant("h+e", program, vocab, 5)
+    labels = built.model.residual_labels
+    anchors = [labels.index(ANCHOR), labels.index(COUNTER)]
+    exact = network(built.model)
+    np.testing.assert_allclose(built.net.tok_embed[:, anchors], exact.tok_embed[:, anchors], rtol=1e-6)
+    assert not np.allclose(built.net.tok_embed, exact.tok_embed, atol=1e-3)  # the rest is rotated
+    tokens = InputDistribution(48, seed=3).tokens(tuple(sorted(vocab, key=repr)), 5)
+    assert keeps_outputs(built, program, tokens) == 1.0
 
 
 def test_distributed_heads_split_every_head(reverse):
