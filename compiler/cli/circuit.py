@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", help="tokens: a,b,c | JSON list | integer range 0..9 (needed for a program file)")
     parser.add_argument("--max-seq-len", type=int, metavar="N", help="longest input, BOS excluded")
     parser.add_argument("--ablation", default="zero", help="zero, mean, resample, or several joined by ',' (default zero)")
-    parser.add_argument("--variant", default="a", help="a exact, b analytic, c GD, d distractors, e reparametrised, f distributed heads, g interference; "
-                                                       "letters join with '+'; b@0.6 / c@0.6 squeeze the projection to 0.6 of its "
+    parser.add_argument("--variant", default="a", help="a exact, b analytic, c GD, d distractors, e reparametrised, f distributed heads, g interference, "
+                                                       "h layernorm; letters join with '+'; b@0.6 / c@0.6 squeeze the projection to 0.6 of its "
                                                        "smallest exact width; g@2 sets the interference to 2 decision "
                                                        "margins (default a)")
     parser.add_argument("--inputs", type=int, default=64, metavar="N", help="sampled inputs (default 64)")

@@ -118,7 +118,7 @@ def circuit_records(program: rasp.SOp, vocab: Sequence[Hashable], max_seq_len: i
     Args:
         program: the RASP program (its label names the scored output).
         vocab, max_seq_len: what it is compiled for.
-        variant: the dial setting ("a" .. "g", letters joined by '+'; see `variants`).
+        variant: the dial setting ("a" .. "h", letters joined by '+'; see `variants`).
         ablations: any of "zero", "mean", "resample".
         distribution: the sampled inputs (default: 64 inputs, seed 0).
         per_position: also measure the per-position circuit.
