@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import sparse
@@ -69,6 +70,12 @@ def read_factor(norm: NormSpec, stream: np.ndarray) -> np.ndarray:
     if norm.kind == "layernorm":
         x = x - x.mean(axis=-1, keepdims=True)
     return norm.scale / np.sqrt(np.mean(x * x, axis=-1) + norm.eps)
+
+
+def anchor_coordinates(labels: Sequence[str]) -> tuple[int, ...]:
+    """The coordinates of residual `labels` that the token embedding writes the anchor into (the
+    anchor, and the counter of a LayerNorm); none in a model without a norm."""
+    return tuple(i for i, label in enumerate(labels) if label in (ANCHOR, COUNTER))
 
 
 def norm_labels(kind: str) -> tuple[str, ...]:
@@ -210,5 +217,5 @@ def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -
     return normalised, new
 
 
-__all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "norm_labels", "norm_spec", "padded_norm",
+__all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "anchor_coordinates", "norm_labels", "norm_spec", "padded_norm",
            "read_factor", "with_norm"]

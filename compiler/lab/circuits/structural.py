@@ -28,7 +28,7 @@ import numpy as np
 
 from compiler.lab.circuits.components import AttentionLayer, Network, network
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.norm import ANCHOR, COUNTER
+from compiler.model.norm import anchor_coordinates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +72,7 @@ def structural_edges(model: CompiledModel, output: str | None = None, net: Netwo
     variant that changes the components, such as distributed heads, passes its own)."""
     net = net if net is not None else network(model, output=output)
     labels = model.residual_labels
-    anchors = frozenset(i for i, label in enumerate(labels) if label in (ANCHOR, COUNTER)) if net.norm else frozenset()
-    writes, reads = read_write_sets(net, anchors)
+    writes, reads = read_write_sets(net, frozenset(anchor_coordinates(labels)) if net.norm else frozenset())
     port_index = {p.name: i for i, p in enumerate(net.ports)}
     source_index = {s.name: i for i, s in enumerate(net.sources)}
     shared = [writes[source_index[e.src]] & reads[port_index[e.dst]] for e in net.edges]

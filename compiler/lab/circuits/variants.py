@@ -65,7 +65,7 @@ from compiler.lab.circuits.components import PORTS, AttentionLayer, MLPLayer, Ne
 from compiler.lab.circuits.measure import decoded
 from compiler.lab.circuits.patching import forward
 from compiler.model.compiled_model import CompiledModel
-from compiler.model.norm import ANCHOR, COUNTER
+from compiler.model.norm import anchor_coordinates
 from rasp import rasp
 
 # Relative noise added to the analytic W before GD (c) trains it back to exactness.
@@ -306,15 +306,15 @@ def _rotation(rng: np.random.Generator, n: int, fixed: np.ndarray | None = None)
     return basis @ inner @ basis.T
 
 
-def norm_fixed_directions(net: Network, anchors: Sequence[int]) -> np.ndarray | None:
-    """`[d, k]`: what a reparametrisation of a normalised network keeps in place: the all-ones
-    vector for LayerNorm (so the centring commutes with the rotation) and the anchor coordinates
-    `anchors` (a rotation would spread the anchor's magnitude over every coordinate, and every
-    read would then cancel it in float32: outputs changed on 5 of 17 library programs at 5/5);
-    None without a norm."""
+def norm_fixed_directions(net: Network, labels: Sequence[str]) -> np.ndarray | None:
+    """`[d, k]`: what a reparametrisation of a normalised network (residual `labels`) keeps in
+    place: the all-ones vector for LayerNorm (so the centring commutes with the rotation) and the
+    anchor coordinates (a rotation would spread the anchor's magnitude over every coordinate, and
+    every read would then cancel it in float32: outputs changed on 5 of 17 library programs at
+    5/5); None without a norm."""
     if net.norm is None:
         return None
-    columns = [np.eye(net.width)[:, i] for i in anchors]
+    columns = [np.eye(net.width)[:, i] for i in anchor_coordinates(labels)]
     if net.norm.kind == "layernorm":
         columns.insert(0, np.ones(net.width))
     return np.stack(columns, axis=1)
@@ -548,8 +548,7 @@ def make_variant(name: str, program: rasp.SOp, vocab: tuple[Hashable, ...], max_
         notes.append(f"interference (seed {seed}): every head and MLP writes into the scored read-out, "
                      f"{level:g} of the decision margin in all on 64 sampled inputs")
     if "e" in letters:
-        anchors = [i for i, label in enumerate(model.residual_labels) if label in (ANCHOR, COUNTER)]
-        net = reparametrise(net, seed, norm_fixed_directions(net, anchors))
+        net = reparametrise(net, seed, norm_fixed_directions(net, model.residual_labels))
         notes.append(f"reparametrised (seed {seed}): residual rotation, per-head W_QK / W_OV maps, MLP neuron permutation and rescaling")
     return Variant(name, net, model, "; ".join(notes) or "exact compiled model", accuracy, exact_net)
 

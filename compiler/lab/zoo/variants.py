@@ -126,6 +126,11 @@ def learned(base: CompiledModel, program: rasp.SOp, seed: int, steps: int) -> Va
     return VariantModel("gd", base, tensors, info, projection=w, exact=False)
 
 
+# The compile each variant is made of, `(optimize, norm)`; every other variant starts from the
+# optimised model without a norm.
+_COMPILE = {"unoptimised": (False, None), "layernorm": (True, "layernorm")}
+
+
 def compile_variants(
     program: rasp.SOp, vocab: tuple[Hashable, ...], max_seq_len: int, variants: tuple[str, ...], causal: bool = False,
     seed: int = 0, gd_steps: int = 300,
@@ -153,26 +158,23 @@ def compile_variants(
 
     out: dict[str, VariantModel | BaseException] = {}
     for variant in variants:
+        key = _COMPILE.get(variant, (True, None))
         try:
+            base = model(*key)
             if variant == "compressed":
-                base = model(True)
                 w, info = compress(base, program)
                 tensors = zoo_weights.fold_projection(dense_tensors(base), w)
                 out[variant] = VariantModel(variant, base, tensors, info, projection=w, exact=False)
             elif variant == "reparametrised":
-                out[variant] = reparametrised(model(True), seed)
+                out[variant] = reparametrised(base, seed)
             elif variant == "gd":
-                out[variant] = learned(model(True), program, seed, gd_steps)
-            elif variant == "layernorm":
-                base = model(True, "layernorm")
-                out[variant] = VariantModel(variant, base, dense_tensors(base))
+                out[variant] = learned(base, program, seed, gd_steps)
             else:
-                base = model(variant == "optimised")
                 out[variant] = VariantModel(variant, base, dense_tensors(base))
         except Exception as error:
             out[variant] = error
         else:
-            loop, built = loops[(variant != "unoptimised", "layernorm" if variant == "layernorm" else None)], out[variant]
+            loop, built = loops[key], out[variant]
             if loop is not None and isinstance(built, VariantModel):
                 out[variant] = dataclasses.replace(built, loop=loop)
     return out
