@@ -143,7 +143,7 @@ def _joined(check: ExactnessCheck, more: ReferenceSet) -> ExactnessCheck:
 
     joined = ReferenceSet(np.concatenate([refs.ids, more.ids]), np.concatenate([refs.targets, more.targets]),
                           np.concatenate([refs.mask, more.mask]), refs.kind, np.concatenate([none(refs), none(more)]),
-                          np.concatenate([defined(refs), defined(more)]))
+                          np.concatenate([defined(refs), defined(more)]), refs.classes)
     grown = ExactnessCheck(check.task, joined, check.enumerated, 0.0)
     return dataclasses.replace(grown, atol=check_tolerance(grown))
 

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compiler.model.agree import agreeing_index
+from compiler.model.agree import agreeing_index, twin_classes
 from compiler.model.encoders import EMPTY_THRESHOLD
 from compression.learned.frozen import FrozenModel
 from compression.learned.projection import pad_columns
@@ -32,8 +32,9 @@ class ReferenceSet:
     value the model has no logit for, which no output matches) or the expected number
     (numerical); ``mask`` is 1 where a real position's reference is a value, ``none`` 1 where it
     is None. Accuracy scores both like the model's decoder reads them: a categorical position is
-    right when its largest logit is its value's and at least ``EMPTY_THRESHOLD``, a None position
-    when every logit is below it. Training reads ``targets`` and ``mask`` only.
+    right when its largest logit is its value's (or a float-rounding twin's: ``classes``, from
+    `compiler.model.agree.twin_classes`) and at least ``EMPTY_THRESHOLD``, a None position when
+    every logit is below it. Training reads ``targets`` and ``mask`` only.
     """
 
     ids: np.ndarray  # [N, T] int32
@@ -42,6 +43,7 @@ class ReferenceSet:
     kind: str  # "categorical" | "numerical"
     none: np.ndarray | None = None  # [N, T] float32 (None: no position's reference is None)
     defined: np.ndarray | None = None  # [N] bool: inputs RASP gives an output for (None: all)
+    classes: np.ndarray | None = None  # [V] int32: each output value's twin class (None: every value its own)
 
     @property
     def checked(self) -> int:
@@ -92,7 +94,8 @@ def build_reference_set(
             else:
                 targets[r, p] = float(value)
             mask[r, p] = 1.0
-    return ReferenceSet(ids, targets, mask, kind, none, defined)
+    classes = twin_classes(values) if kind == "categorical" else None
+    return ReferenceSet(ids, targets, mask, kind, none, defined, classes)
 
 
 def nearest_value_tolerance(refs: ReferenceSet) -> float:
@@ -163,6 +166,7 @@ def _score(model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: 
     totals = np.zeros(4, np.float64)  # right positions, right sequences, scored positions, squared error
     flags = []
     none = refs.none if refs.none is not None else np.zeros(refs.mask.shape, np.float32)
+    classes = None if refs.classes is None else jnp.asarray(refs.classes)
     for start in range(0, len(refs.ids), batch_size):
         sl = slice(start, start + batch_size)
         rows = len(refs.ids[sl])
@@ -170,7 +174,7 @@ def _score(model: FrozenModel, projection: jax.Array | np.ndarray | None, refs: 
         ids = _padded(refs.ids[sl], size, np.repeat(refs.ids[sl][:1], size - rows, axis=0))
         targets, mask, nones = (_padded(a[sl], size, np.zeros((size - rows, *a.shape[1:]), a.dtype))
                                 for a in (refs.targets, refs.mask, none))
-        batch_totals, right = fn(model.params, proj, ids, targets, mask, nones)
+        batch_totals, right = fn(model.params, proj, ids, targets, mask, nones, classes)
         totals += np.asarray(batch_totals, np.float64)
         totals[1] -= len(ids) - rows  # a padding row scores nothing, so it counts as a right sequence
         flags.append(np.asarray(right)[:rows])
@@ -194,7 +198,7 @@ _SCORES_CACHE: dict[tuple[Callable, str, float], Callable] = {}
 
 
 def _scores_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
-    """Jitted ``(params, projection, ids, targets, mask, none) -> ([4], [B])``: right positions,
+    """Jitted ``(params, projection, ids, targets, mask, none, classes) -> ([4], [B])``: right positions,
     right sequences, scored positions and summed squared error (0 for categorical outputs) of one
     batch, and whether each input is right at every scored position (categorical positions read
     as the model's decoder reads them, :class:`ReferenceSet`)."""
@@ -202,13 +206,16 @@ def _scores_fn(model: FrozenModel, kind: str, atol: float) -> Callable:
     if key not in _SCORES_CACHE:
         forward = model.forward
 
-        def scores(params, projection, ids, targets, mask, none):
+        def scores(params, projection, ids, targets, mask, none, classes):
             out = forward(params, ids, projection=projection).output
             if kind == "categorical":
                 top = jnp.max(out, axis=-1) if out.shape[-1] else jnp.full(targets.shape, -jnp.inf)
                 shown = top >= EMPTY_THRESHOLD
                 best = jnp.argmax(out, axis=-1) if out.shape[-1] else jnp.full(targets.shape, -1)
-                right = jnp.where(none > 0, ~shown, shown & (best == targets))
+                same = best == targets
+                if classes is not None and classes.shape[0]:  # a twin of the expected value is right too
+                    same |= (targets >= 0) & (classes[jnp.maximum(best, 0)] == classes[jnp.maximum(targets, 0)])
+                right = jnp.where(none > 0, ~shown, shown & same)
                 err = jnp.zeros(targets.shape, jnp.float32)
                 weight = jnp.maximum(mask, none)
             else:

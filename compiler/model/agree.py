@@ -8,6 +8,11 @@ out through a categorical copy may be a float64 rounding twin of the evaluator's
 ``1/3 + -1`` is ``-0.6666666666666667``, its mean of ``[-1, -1, 0]`` is ``-0.6666666666666666``;
 the compiled copy keeps one of them, `compiler.passes.rounding`). Differential fuzzing, the zoo,
 its audit and every exactness check (`compression.evaluation`) use this rule.
+
+A categorical output can hold both twins as values of their own (`x + 1` at a merged copy of `x`
+gives one twin where the evaluator has the other, which is itself reached at other inputs); the
+exactness check, which compares logit indices on the device, then counts a twin of the expected
+value as right (`twin_classes`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from compiler.passes.rounding import twin_groups
 
 AGREE_TOLERANCE = 1e-3  # |model - rasp| <= AGREE_TOLERANCE * max(1, |rasp|)
 
@@ -54,3 +61,28 @@ def agreeing_index(values: Sequence[Any], expected: Any) -> int:
     near = [(abs(float(v) - float(expected)), i) for i, v in enumerate(values)
             if isinstance(v, _NUMBERS) and same_value(v, expected)]
     return min(near)[1] if near else -1
+
+
+def twin_classes(values: Sequence[Any]) -> np.ndarray:
+    """``[V]`` int32: for each categorical output value (logit order), the index of the first value of
+    its float-rounding twin group (`compiler.passes.rounding.twin_groups`: numbers within 1e-9
+    relative, which agree under the module rule); its own index for a value without twins.
+
+    Args:
+      values: a categorical output's values in logit order (``OutputEncoder.values``).
+
+    Returns:
+      The class index of every value; two logits decode to agreeing numbers when their classes match.
+    """
+    classes = np.arange(len(values), dtype=np.int32)
+    groups = twin_groups(values)
+    if groups:
+        first: dict[Any, int] = {}
+        for i, value in enumerate(values):
+            if isinstance(value, _NUMBERS) and not isinstance(value, bool):
+                first.setdefault(value, i)
+        for group in groups:
+            lead = min(first[v] for v in group)
+            for v in group:
+                classes[first[v]] = lead
+    return classes

@@ -6,16 +6,20 @@ through a categorical copy, whose value set keeps one of two float-rounding twin
 with RASP (within the tolerance), while the exactness check looked the evaluator's value up by
 equality, found no logit for it and scored 7 of 84 inputs wrong: a "silent mismatch" that was
 neither. Both now read the same rule.
+
+A second shape (claims fuzz program 2248 of seed 0): the categorical output holds both twins as
+values of their own, so the evaluator's value has a logit, but the model writes its twin's; the
+exactness check counts a twin of the expected value as right (`twin_classes`).
 """
 
 import numpy as np
 import pytest
 
 from compiler import compile_rasp
-from compiler.model.agree import AGREE_TOLERANCE, agreeing_index, same_outputs, same_value
+from compiler.model.agree import AGREE_TOLERANCE, agreeing_index, same_outputs, same_value, twin_classes
 from compression.claims import claim_check
 from compression.evaluation import build_reference_set
-from compression.task import CompressionTask, frozen_from_compiled, input_space_of
+from compression.task import CompressionTask, frozen_from_compiled, input_space_of, task_of
 from rasp import rasp
 
 
@@ -86,4 +90,32 @@ def test_the_compiled_model_of_program_183_is_exact_under_the_rule():
                            input_space_of(compiled), True)
     check, kind, _ = claim_check(task)
     assert kind == "exhaustive" and check.refs.checked == 84
+    assert len(check.wrong_inputs(None)) == 0
+
+
+def test_twin_classes_join_float_rounding_twins_only():
+    values = (0.0, 1.6666666666666665, 1.6666666666666667, 1.667, "a", 2, True)
+    assert twin_classes(values).tolist() == [0, 1, 1, 3, 4, 5, 6]
+
+
+def test_an_output_holding_both_twins_is_exact_under_the_rule():
+    """``mean + zero`` reaches 5/3 as ``2/3 + 1`` (1.6666666666666665) and as ``5/3 + 0``; the copy
+    the output reads merges the two, so the model writes one twin where the evaluator has the other,
+    although the output has a logit for each."""
+    prefix = rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ).named("prefix")
+    mean = rasp.numerical(rasp.Aggregate(prefix, rasp.tokens, default=0)).named("mean")
+    zero = rasp.numerical(rasp.Map(lambda x: int(x == 0), rasp.tokens)).named("zero")
+    shifted = rasp.numerical(rasp.LinearSequenceMap(mean, zero, 1, 1)).named("shifted")
+    program = rasp.SequenceMap(lambda x, y: x + y, shifted, rasp.tokens).named("out")
+    compiled = compile_rasp(program, {0, 1, 2}, 4, compiler_bos="BOS")
+    values = compiled.output_encoder.values
+    assert 2.6666666666666665 in values and 2.666666666666667 in values
+    unequal = 0
+    for xs in ([1, 2, 2], [2, 2, 1], [0, 1, 1], [2, 0, 2, 1]):
+        got, want = compiled.apply(["BOS", *xs]).decoded[1:], rasp.evaluate(program, xs)
+        assert same_outputs(got, want), (xs, got, want)
+        unequal += got != want
+    assert unequal > 0  # the model does write a twin of the evaluator's value
+    check, kind, _ = claim_check(task_of(compiled, program))
+    assert kind == "exhaustive" and check.refs.checked == 120
     assert len(check.wrong_inputs(None)) == 0
