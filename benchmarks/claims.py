@@ -199,9 +199,9 @@ class ProgramClaims:
         return cls(**{**row, "configs": configs})
 
     def mentions(self, text: str) -> bool:
-        """Whether a configuration's status or reason, or a claim's status, contains `text`
-        (`--redo`)."""
-        return any(text in c.status or text in c.reason or any(text in w.status for w in c.claims)
+        """Whether a configuration's status or reason, or a claim's status or witness, contains
+        `text` (`--redo`)."""
+        return any(text in c.status or text in c.reason or any(text in w.status or text in w.witness for w in c.claims)
                    for c in self.configs)
 
 
@@ -676,7 +676,7 @@ def _parser() -> argparse.ArgumentParser:
                              "configuration past its share is recorded as a timeout")
     parser.add_argument("--results", type=Path, help="JSON results file, saved atomically; an existing one is resumed")
     parser.add_argument("--redo", action="append", default=[], metavar="TEXT",
-                        help="with --results: compute again the stored programs that mention TEXT")
+                        help="with --results: compute again the stored programs that mention TEXT (status, reason or witness)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
