@@ -27,9 +27,15 @@ zero bias. What makes the checkpoint compute the compiled model:
 * **One vocabulary.** The checkpoint's tokens are the input tokens (with the compiled model's
   ids: BOS and PAD after the vocabulary), then every output value that is no input token, then
   `<none>`. The unembedding writes each output value's logit to its token, `<none>` reads 1/2
-  off the anchor coordinate (the compiled decoder's empty threshold) and every other token -1,
+  off the anchor (half of the anchor coordinate minus the counter: the compiled decoder's empty
+  threshold) and every other token -1,
   so the argmax token at each position is the program's output there, None included. A
   numerical program's output is the logit of the token `<value>` (`VALUE_TOKEN`).
+
+* **Compressed models.** `to_huggingface(model, folder, projection=W)` folds a residual
+  projection of the compiled coordinates into the weights (`compiler.model.folding`): the
+  checkpoint's stream is the compressed one plus the anchor's two coordinates, with mean zero
+  at every position and its anchor sized afresh, so the norms stay a known scale there too.
 
 The checkpoint's norms keep each divisor within `config.json`'s `tracr_compile.norm_spread` of
 its gain, so its decoded outputs equal the compiled model's (tests/compiler/io/test_huggingface.py
@@ -55,7 +61,8 @@ from compiler.io.export_info import ExportError
 from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.encoders import OutputEncoder
-from compiler.model.norm import ANCHOR, padded_norm
+from compiler.model.folding import folded_model
+from compiler.model.norm import ANCHOR, COUNTER, padded_norm
 from compiler.model.tying import untied
 from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 
@@ -238,16 +245,19 @@ def _tensors(model: CompiledModel, tokens: int, output_ids: Sequence[int]) -> tu
             f"{prefix}.mlp.c_proj.weight": out, f"{prefix}.mlp.c_proj.bias": np.zeros(n_embd),
         })
     found.update({f"transformer.ln_f.{name}": value for name, value in site.items()})
-    anchor = config.residual_labels.index(ANCHOR)
+    # the anchor read as half of anchor minus counter (+A and -A): the anchor itself in a compiled
+    # model, and in a folded one (`folded_model`), whose two coordinates also share an offset
+    anchor, counter = config.residual_labels.index(ANCHOR), config.residual_labels.index(COUNTER)
+    reader = np.zeros(n_embd)
+    reader[anchor], reader[counter] = 0.5 / norm.anchor, -0.5 / norm.anchor
     head = np.zeros((tokens, n_embd))
-    head[:, anchor] = OTHER_LOGIT / norm.anchor
+    head[:] = OTHER_LOGIT * reader
     unembed = unembedding(model)
     for column, token in enumerate(output_ids):
         head[token] = 0.0
         head[token, : config.residual_width] = unembed[:, column]
     if not config.numerical_output:
-        head[tokens - 1] = 0.0
-        head[tokens - 1, anchor] = NONE_LOGIT / norm.anchor
+        head[tokens - 1] = NONE_LOGIT * reader
     found["lm_head.weight"] = head
     sizes = {"n_embd": n_embd, "n_head": n_head, "head_dim": head_dim, "n_inner": n_inner, "n_layer": n_layer,
              "norm": gain}
@@ -280,11 +290,15 @@ with padded batches.
 """
 
 
-def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str | None = None) -> HuggingFaceExport:
+def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str | None = None,
+                   projection: np.ndarray | None = None) -> HuggingFaceExport:
     """Write `model` as a Hugging Face GPT-2 checkpoint into `folder` (module docstring).
 
     Args:
       model: a model compiled with `norm="layernorm"`, of one program.
+      projection: None, or a residual projection `W` (`[D0, d]`, over the compiled coordinates:
+        those of the program compiled with `norm=None`) to fold in: the checkpoint is the
+        compressed model, its stream d + 2 wide before padding (`compiler.model.folding`).
       folder: where the checkpoint goes: a new folder, an empty one or one holding an earlier
         export (replaced as a whole: the files are written beside it and moved in at once).
       name: the checkpoint's name (`name_or_path` of its tokenizer, the card's title); default
@@ -294,6 +308,7 @@ def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str
     Raises:
       ExportError: a model without a LayerNorm, of several programs or with a non-ReLU MLP;
         texts that collide; a folder that cannot take the checkpoint (checked before any work).
+      CompilerError: a projection of the wrong shape (`folded_model`).
       ImportError: `transformers` is missing (the `export` extra).
     """
     target = pathlib.Path(folder)
@@ -308,7 +323,7 @@ def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str
                           "'tracr-compile[export]'") from None
     label = getattr(model.program, "label", None)
     name = name or (f"tracr-compile/{label}" if isinstance(label, str) else "tracr-compile")
-    flat = untied(model)  # a compiled loop: one block per iteration
+    flat = untied(model) if projection is None else folded_model(model, projection)  # a loop: a block per iteration
     texts, output_ids = hugging_face_vocabulary(flat)
     tensors, sizes = _tensors(flat, len(texts), output_ids)
     encoder, numerical = flat.input_encoder, flat.config.numerical_output

@@ -19,6 +19,8 @@ Modules in reading order:
   (``same_value``, ``AGREE_TOLERANCE``), used by every check.
 * ``compiled_model`` — ``CompiledModel``, what ``compile_rasp`` returns.
 * ``tying`` — ``untied``: a compiled loop's model with its tied block written out per iteration.
+* ``folding`` — ``folded_model``: a compressed model (a residual projection folded into the
+  weights) as an ordinary ``CompiledModel`` of the compressed width; normalised models included.
 * ``jit_cache`` — ``enable_compilation_cache``: JAX's persistent compilation cache, opt-in.
 * ``weights`` — reading a model's weights as matrices over the residual stream (the only place
   outside ``transformer`` that knows the Haiku parameter names).

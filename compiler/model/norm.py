@@ -37,6 +37,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import linalg as scipy_linalg
 from scipy import sparse
 
 from compiler.errors import CompilerError
@@ -106,7 +107,13 @@ def norm_spec(kind: str, width: int, budget: float, *, eps: float = NORM_EPS, sp
         raise CompilerError(f"norm={kind!r} is not a normalisation; use one of {NORMS} or None")
     if not (math.isfinite(budget) and budget >= 0):
         raise CompilerError(f"the residual stream's size bound is {budget!r}; a norm needs a finite bound")
-    anchors, total = (2 if kind == "layernorm" else 1), width + len(norm_labels(kind))
+    return _sized(kind, width + len(norm_labels(kind)), budget, eps, spread)
+
+
+def _sized(kind: str, total: int, budget: float, eps: float, spread: float) -> NormSpec:
+    """The norm of a stream of `total` coordinates, anchor included, whose other part has squared
+    size at most `budget`: the smallest anchor (to 1 %) whose divisor's spread is at most `spread`."""
+    anchors = 2 if kind == "layernorm" else 1
     # spread ~ budget / (4 anchors A^2): start there and grow A until the exact spread fits
     anchor = max(1.0, math.sqrt(budget / (4 * anchors * spread)))
     scale, found = _spread(anchors, anchor, budget, total, eps)
@@ -114,6 +121,70 @@ def norm_spec(kind: str, width: int, budget: float, *, eps: float = NORM_EPS, sp
         anchor *= 1.01
         scale, found = _spread(anchors, anchor, budget, total, eps)
     return NormSpec(kind, scale, eps, anchor, found, budget)
+
+
+def normalised_projection(labels: Sequence[str], spec: NormSpec, projection: np.ndarray
+                          ) -> tuple[np.ndarray, NormSpec, tuple[str, ...]]:
+    """A residual projection of a normalised model that keeps each norm a known constant scale.
+
+    A projection `W` (`[D0, d]`) of the compiled coordinates (those of the same program compiled
+    with `norm=None`) becomes `W'` over the whole normalised stream (`[D, d + k]`, k = 2 for
+    LayerNorm, 1 for RMSNorm), such that the compressed stream `x @ W'`:
+
+    * keeps what `W` keeps: the compiled part goes through `W` and then an isometry `N` of
+      `R^d` into `R^(d+k)`, so every reader sees the same numbers as in the norm-free model
+      compressed by `W` (`W' W'ᵀ = W Wᵀ` on the compiled rows);
+    * holds the anchor on its own direction, orthogonal to that image: the compressed stream's
+      last k coordinates (labelled `ANCHOR`, `COUNTER`) hold `+A'` and `-A'` (for LayerNorm, plus
+      one shared offset), and `A'` is sized afresh for the compressed stream, whose compiled
+      part has squared size at most `||W||_2^2` times the model's budget;
+    * has mean zero at every position (LayerNorm: every column of `N` and the anchor direction
+      are orthogonal to the all-ones vector), so LayerNorm's centring subtracts nothing, and the
+      folded readers are blind to the mean as the model's own are.
+
+    Args:
+      labels: the normalised model's residual labels (norm coordinates last, `with_norm`).
+      spec: its norm.
+      projection: `W`, `[D0, d]` with `D0` the number of compiled coordinates.
+    Returns:
+      `(W', spec', labels')`: the projection (float64), the compressed stream's norm and the
+      compressed coordinates' labels (their numbers, then the anchor's).
+    Raises:
+      CompilerError: labels without the norm's coordinates last, or a `W` whose rows do not match
+        the compiled coordinates.
+    """
+    extra = norm_labels(spec.kind)
+    labels = tuple(labels)
+    if labels[-len(extra):] != extra:
+        raise CompilerError(f"the residual labels do not end with the {spec.kind}'s coordinates {extra}")
+    width = len(labels) - len(extra)
+    w = np.asarray(projection, np.float64)
+    if w.ndim != 2 or w.shape[0] != width:
+        raise CompilerError(f"a projection of this normalised model's compiled coordinates has {width} rows (the "
+                            f"residual width of the program compiled with norm=None), not shape {w.shape}")
+    if not math.isfinite(spec.budget):
+        raise CompilerError("this norm does not record its budget, so the compressed stream's anchor cannot be sized")
+    d = w.shape[1]
+    budget = float(np.linalg.norm(w, 2) ** 2) * spec.budget if w.size else 0.0
+    if spec.kind == "layernorm":
+        total = d + 2
+        fixed = np.zeros((total, 2))
+        fixed[:, 0] = 1.0
+        fixed[d, 1], fixed[d + 1, 1] = 1.0, -1.0
+        isometry = scipy_linalg.null_space(fixed.T)  # [d + 2, d]: orthonormal, orthogonal to both
+    else:
+        total, isometry = d + 1, np.eye(d + 1)[:, :d]
+    compressed = _sized(spec.kind, total, budget, spec.eps, NORM_SPREAD)
+    result = np.zeros((len(labels), total))
+    result[:width] = w @ isometry.T
+    ratio = compressed.anchor / spec.anchor
+    if spec.kind == "layernorm":  # the anchor +A and counter -A both land on (e_d - e_{d+1}) A'
+        result[width, d], result[width, d + 1] = ratio / 2, -ratio / 2
+        result[width + 1, d], result[width + 1, d + 1] = -ratio / 2, ratio / 2
+    else:
+        result[width, d] = ratio
+    names = (*(str(i) for i in range(d)), *extra[: total - d])
+    return result, compressed, names
 
 
 def padded_norm(spec: NormSpec, width: int) -> NormSpec:
@@ -217,5 +288,5 @@ def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -
     return normalised, new
 
 
-__all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "anchor_coordinates", "norm_labels", "norm_spec", "padded_norm",
-           "read_factor", "with_norm"]
+__all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "anchor_coordinates", "norm_labels", "norm_spec",
+           "normalised_projection", "padded_norm", "read_factor", "with_norm"]

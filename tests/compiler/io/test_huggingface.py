@@ -32,7 +32,9 @@ from compiler.io.huggingface import (
     run_in_fresh_process,
     to_huggingface,
 )
-from compiler.model.agree import AGREE_TOLERANCE
+from compiler.model.agree import AGREE_TOLERANCE, same_value
+from compiler.model.folding import folded_model
+from compression.analytic import packed_projection, packed_width, residual_structure
 from compression.learned.sampling import distinct_inputs, enumerate_inputs
 from compression.task import input_space_of
 from rasp import lib, rasp
@@ -58,14 +60,17 @@ def _inputs(model, count: int | None) -> list[list]:
     return [space.decode(row) for row in ids]
 
 
-def _check_all(cases, tmp_path) -> None:
-    """Export each `(label, model, inputs)`, run all in one fresh process, compare."""
+def _check_all(cases, tmp_path, projections=None) -> None:
+    """Export each `(label, model, inputs)` (compressed by `projections[label]` where given),
+    run all in one fresh process, compare with the (folded) model."""
     jobs, expected = [], []
     for label, model, inputs in cases:
-        export = to_huggingface(model, tmp_path / label)
+        w = (projections or {}).get(label)
+        export = to_huggingface(model, tmp_path / label, projection=w)
         value = VALUE_TOKEN if model.config.numerical_output else None
         jobs.append((export.folder, input_texts(export, inputs, model), value))
-        expected.append((label, expected_outputs(export, model, inputs), value))
+        reference = model if w is None else folded_model(model, w)
+        expected.append((label, expected_outputs(export, reference, inputs), value))
     outputs, modules = run_in_fresh_process(jobs)
     assert modules == []
     for (label, want, value), got in zip(expected, outputs):
@@ -88,6 +93,29 @@ def test_checkpoints_decode_like_the_compiled_models(tmp_path):
     large = _case("sort", 10)
     cases.append(("sort-10", large, _inputs(large, 200)))
     _check_all(cases, tmp_path)
+
+
+def test_compressed_checkpoints_decode_like_rasp(tmp_path):
+    """A packed projection of the norm-free compile, folded into the LayerNorm model: the folded
+    model is right on every input at 5/5 (as the norm-free model under the same projection), and
+    the checkpoint, narrower than the uncompressed one, decodes as it does."""
+    cases, projections = [], {}
+    for name in ("sort_unique", "frac_prevs", "parity_loop"):
+        example = CATALOGUE[name]
+        plain = compile_rasp(example.build(5), set(example.scaled_vocab(5)), 5)
+        structure = residual_structure(plain)
+        w = packed_projection(structure, packed_width(structure))
+        model = _case(name, 5)
+        inputs = _inputs(model, None)
+        folded = folded_model(model, w)
+        assert folded.config.residual_width == w.shape[1] + 2 < model.config.residual_width
+        decoded = folded.apply_batch([[model.input_encoder.bos, *tokens] for tokens in inputs])
+        wrong = [i for i, (row, tokens) in enumerate(zip(decoded, inputs))
+                 if not all(same_value(got, want) for got, want in zip(row[1:], rasp.evaluate(example.build(5), tokens)))]
+        assert not wrong, (name, inputs[wrong[0]])
+        cases.append((name, model, inputs))
+        projections[name] = w
+    _check_all(cases, tmp_path, projections)
 
 
 @pytest.mark.slow
