@@ -54,8 +54,9 @@ class CompressionTask:
         norm = self.compiled.config.norm
         if norm is not None:
             raise CompressionError(f"task {self.name!r}: the model has a {norm.kind} before every sub-layer, which a "
-                                   "residual projection would change (it normalises the compressed stream); compile "
-                                   "it with norm=None to compress it")
+                                   "residual projection would change (it normalises the compressed stream); compress the "
+                                   "program compiled with norm=None, then fold its projection into this model "
+                                   "(compiler.model.folding.folded_model; to_huggingface(..., projection=W))")
         if self.model.output_kind == "categorical" and not getattr(self.compiled.output_encoder, "values", True):
             raise CompressionError(f"task {self.name!r}: the program's output has no values (it is None at every "
                              "position), so no projection can be scored against it; there is nothing to compress")
