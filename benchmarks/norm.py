@@ -12,10 +12,16 @@ compiled with `norm=None`, `"layernorm"` and `"rmsnorm"`:
 * **Hugging Face** (`--huggingface`): the LayerNorm model exported with `to_huggingface`, run in a
   process that imports only torch and transformers, on every input at the first size (2,000
   random ones where the space holds more than 10^5) and on `--hf-inputs` random inputs at the
-  others, against the compiled model's decoded outputs.
+  others, against the compiled model's decoded outputs. With `--packed`, each checkpoint is the
+  compressed model instead: the packed projection (`compression.analytic`, at its packed width)
+  of the program compiled with `norm=None`, folded into the LayerNorm model
+  (`to_huggingface(..., projection=W)`), against the folded model's decoded outputs; the table
+  adds the widths (D of the LayerNorm model, then the folded stream's) and the inputs on which
+  the folded model differs from RASP.
 
     python benchmarks/norm.py --sizes 5,10,25 --inputs 300
     python benchmarks/norm.py --sizes 5,10 --huggingface --hf-inputs 500
+    python benchmarks/norm.py --sizes 5,10 --huggingface --packed --hf-inputs 500
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from compiler.errors import CausalSemanticsWarning
 from compiler.examples import CATALOGUE
 from compiler.io.huggingface import VALUE_TOKEN, expected_outputs, input_texts, run_in_fresh_process, to_huggingface
 from compiler.model.agree import AGREE_TOLERANCE, same_outputs
+from compiler.model.folding import folded_model
 from compiler.model.weights import parameter_counts
+from compression.analytic import packed_projection, packed_width, residual_structure
 from compression.claims import ENUMERATE_LIMIT
 from compression.learned.sampling import distinct_inputs, enumerate_inputs
 from compression.task import input_space_of
@@ -113,26 +121,35 @@ def cost_and_exactness(sizes: Sequence[int], count: int) -> list[str]:
     return ["cost (plain / layernorm / rmsnorm):", *cost, "", "exactness against RASP:", *exact]
 
 
-def huggingface_parity(sizes: Sequence[int], count: int) -> list[str]:
+def huggingface_parity(sizes: Sequence[int], count: int, packed: bool = False) -> list[str]:
     """The Hugging Face table (module docstring)."""
     rows = [f"{'program':16s} {'size':>4s} {'inputs':>6s} {'differ':>6s} {'worst num. err':>14s} "
-            f"{'n_embd':>6s} {'heads':>7s} {'inner':>5s} {'blocks':>6s} {'export s':>8s}"]
+            f"{'n_embd':>6s} {'heads':>7s} {'inner':>5s} {'blocks':>6s} {'export s':>8s}"
+            + (f" {'D -> folded':>11s} {'vs RASP wrong':>13s}" if packed else "")]
     with tempfile.TemporaryDirectory() as scratch:
         jobs, cases = [], []
         for name in CATALOGUE:
             for position, size in enumerate(sizes):
                 model = _compile(name, size, "layernorm")
                 inputs = _inputs(model, None if position == 0 else count)
+                w, reference, extra = None, model, ""
+                if packed:
+                    structure = residual_structure(_compile(name, size, None))
+                    w = packed_projection(structure, packed_width(structure))
+                    reference = folded_model(model, w)
+                    wrong = exactness(reference, CATALOGUE[name].build(size), inputs)[1]
+                    widths = f"{model.config.residual_width}->{reference.config.residual_width}"
+                    extra = f" {widths:>11s} {wrong:13d}"
                 started = time.perf_counter()
-                export = to_huggingface(model, Path(scratch) / f"{name}-{size}")
+                export = to_huggingface(model, Path(scratch) / f"{name}-{size}", projection=w)
                 seconds = time.perf_counter() - started
                 value = VALUE_TOKEN if model.config.numerical_output else None
                 jobs.append((export.folder, input_texts(export, inputs, model), value))
-                cases.append((name, size, export, expected_outputs(export, model, inputs), value, seconds))
+                cases.append((name, size, export, expected_outputs(export, reference, inputs), value, seconds, extra))
         started = time.perf_counter()
         outputs, modules = run_in_fresh_process(jobs)
         elapsed = time.perf_counter() - started
-    for (name, size, export, want, value, seconds), got in zip(cases, outputs):
+    for (name, size, export, want, value, seconds, extra), got in zip(cases, outputs):
         if value is None:
             differ, worst = sum(g != w for g, w in zip(got, want)), 0.0
         else:
@@ -140,7 +157,7 @@ def huggingface_parity(sizes: Sequence[int], count: int) -> list[str]:
             differ = sum(max(e, default=0.0) > AGREE_TOLERANCE for e in errors)
             worst = max((max(e, default=0.0) for e in errors), default=0.0)
         rows.append(f"{name:16s} {size:4d} {len(want):6d} {differ:6d} {worst:14.2e} {export.n_embd:6d} "
-                    f"{export.n_head:3d}x{export.head_dim:<3d} {export.n_inner:5d} {export.n_layer:6d} {seconds:8.2f}")
+                    f"{export.n_head:3d}x{export.head_dim:<3d} {export.n_inner:5d} {export.n_layer:6d} {seconds:8.2f}{extra}")
     imported = ", ".join(modules) or "none"
     return ["Hugging Face checkpoints against the compiled models (one fresh process, "
             f"{elapsed:.0f} s; project modules it imported: {imported}):", *rows]
@@ -163,8 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--inputs", type=int, default=300, help="random inputs per normalised compile")
     parser.add_argument("--huggingface", action="store_true", help="only the Hugging Face table")
     parser.add_argument("--hf-inputs", type=int, default=500, help="random inputs past the first size")
+    parser.add_argument("--packed", action="store_true", help="with --huggingface: compressed checkpoints")
     args = parser.parse_args(argv)
-    lines = huggingface_parity(args.sizes, args.hf_inputs) if args.huggingface else cost_and_exactness(args.sizes,
+    if args.packed and not args.huggingface:
+        parser.error("--packed compresses the Hugging Face checkpoints; give it with --huggingface")
+    lines = huggingface_parity(args.sizes, args.hf_inputs, args.packed) if args.huggingface else cost_and_exactness(args.sizes,
                                                                                                       args.inputs)
     print("\n".join(lines))
     failed = [line for line in lines[1:] if line.split() and line.split()[0] in CATALOGUE and _failed(line, args)]
