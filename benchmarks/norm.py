@@ -54,11 +54,12 @@ NORMS = (None, "layernorm", "rmsnorm")
 SAMPLED = 2_000  # random inputs standing for "every input" of a space above ENUMERATE_LIMIT
 
 
-def _compile(name: str, size: int, norm: str | None) -> Any:
+def _compile(name: str, size: int, norm: str | None, program: Any = None) -> Any:
+    """The library program `name` at `size` (or `program`, its instance: the same s-op labels)."""
     example = CATALOGUE[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CausalSemanticsWarning)
-        return compile_rasp(example.build(size), set(example.scaled_vocab(size)), size, norm=norm)
+        return compile_rasp(program or example.build(size), set(example.scaled_vocab(size)), size, norm=norm)
 
 
 def _inputs(model: Any, count: int | None) -> list[list]:
@@ -134,7 +135,7 @@ def huggingface_parity(sizes: Sequence[int], count: int, packed: bool = False) -
                 inputs = _inputs(model, None if position == 0 else count)
                 w, reference, extra = None, model, ""
                 if packed:
-                    structure = residual_structure(_compile(name, size, None))
+                    structure = residual_structure(_compile(name, size, None, model.program))
                     w = packed_projection(structure, packed_width(structure))
                     reference = folded_model(model, w)
                     wrong = exactness(reference, CATALOGUE[name].build(size), inputs)[1]

@@ -27,15 +27,14 @@ zero bias. What makes the checkpoint compute the compiled model:
 * **One vocabulary.** The checkpoint's tokens are the input tokens (with the compiled model's
   ids: BOS and PAD after the vocabulary), then every output value that is no input token, then
   `<none>`. The unembedding writes each output value's logit to its token, `<none>` reads 1/2
-  off the anchor (half of the anchor coordinate minus the counter: the compiled decoder's empty
-  threshold) and every other token -1,
+  off the anchor coordinate (the compiled decoder's empty threshold) and every other token -1,
   so the argmax token at each position is the program's output there, None included. A
   numerical program's output is the logit of the token `<value>` (`VALUE_TOKEN`).
 
 * **Compressed models.** `to_huggingface(model, folder, projection=W)` folds a residual
   projection of the compiled coordinates into the weights (`compiler.model.folding`): the
-  checkpoint's stream is the compressed one plus the anchor's two coordinates, with mean zero
-  at every position and its anchor sized afresh, so the norms stay a known scale there too.
+  checkpoint's stream is the compressed one (one coordinate more, for a mean of zero) plus the
+  anchor's two coordinates, its anchor sized afresh, so the norms stay a known scale there too.
 
 The checkpoint's norms keep each divisor within `config.json`'s `tracr_compile.norm_spread` of
 its gain, so its decoded outputs equal the compiled model's (tests/compiler/io/test_huggingface.py
@@ -245,8 +244,7 @@ def _tensors(model: CompiledModel, tokens: int, output_ids: Sequence[int]) -> tu
             f"{prefix}.mlp.c_proj.weight": out, f"{prefix}.mlp.c_proj.bias": np.zeros(n_embd),
         })
     found.update({f"transformer.ln_f.{name}": value for name, value in site.items()})
-    # the anchor read as half of anchor minus counter (+A and -A): the anchor itself in a compiled
-    # model, and in a folded one (`folded_model`), whose two coordinates also share an offset
+    # the anchor read as half of anchor minus counter (+A and -A; also in a folded model)
     anchor, counter = config.residual_labels.index(ANCHOR), config.residual_labels.index(COUNTER)
     reader = np.zeros(n_embd)
     reader[anchor], reader[counter] = 0.5 / norm.anchor, -0.5 / norm.anchor
@@ -298,7 +296,7 @@ def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str
       model: a model compiled with `norm="layernorm"`, of one program.
       projection: None, or a residual projection `W` (`[D0, d]`, over the compiled coordinates:
         those of the program compiled with `norm=None`) to fold in: the checkpoint is the
-        compressed model, its stream d + 2 wide before padding (`compiler.model.folding`).
+        compressed model, its stream d + 3 wide before padding (`compiler.model.folding`).
       folder: where the checkpoint goes: a new folder, an empty one or one holding an earlier
         export (replaced as a whole: the files are written beside it and moved in at once).
       name: the checkpoint's name (`name_or_path` of its tokenizer, the card's title); default

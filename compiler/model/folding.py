@@ -7,7 +7,7 @@ weight dense and folded by `compiler.model.dense.fold_projection`, the same enco
 
 A normalised model folds too, through `compiler.model.norm.normalised_projection`: `W` is then
 a projection of the compiled coordinates only, and the folded stream gains the norm's anchor
-direction (2 coordinates for LayerNorm, 1 for RMSNorm) with an anchor sized for the compressed
+direction (3 coordinates for LayerNorm, 1 for RMSNorm) with an anchor sized for the compressed
 stream, so each norm stays a known constant scale there as well.
 """
 
@@ -38,7 +38,7 @@ def folded_model(model: CompiledModel, projection: np.ndarray) -> CompiledModel:
         normalised model `[D0, d]` over its compiled coordinates (D0 = D minus the norm's
         coordinates: the width of the same program compiled with `norm=None`).
     Returns:
-      A `CompiledModel` of width d (d + 2 under LayerNorm, d + 1 under RMSNorm) with the same
+      A `CompiledModel` of width d (d + 3 under LayerNorm, d + 1 under RMSNorm) with the same
       encoders and program, whose outputs are those of `model.forward(..., projection=W)`
       (without a norm) or of the normalised model compressed by `W` (its norm's spread recomputed;
       `config.norm`). Its residual labels are the coordinates' numbers (and the anchor's labels).

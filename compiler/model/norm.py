@@ -128,19 +128,19 @@ def normalised_projection(labels: Sequence[str], spec: NormSpec, projection: np.
     """A residual projection of a normalised model that keeps each norm a known constant scale.
 
     A projection `W` (`[D0, d]`) of the compiled coordinates (those of the same program compiled
-    with `norm=None`) becomes `W'` over the whole normalised stream (`[D, d + k]`, k = 2 for
+    with `norm=None`) becomes `W'` over the whole normalised stream (`[D, d + k]`, k = 3 for
     LayerNorm, 1 for RMSNorm), such that the compressed stream `x @ W'`:
 
     * keeps what `W` keeps: the compiled part goes through `W` and then an isometry `N` of
-      `R^d` into `R^(d+k)`, so every reader sees the same numbers as in the norm-free model
-      compressed by `W` (`W' W'ᵀ = W Wᵀ` on the compiled rows);
-    * holds the anchor on its own direction, orthogonal to that image: the compressed stream's
-      last k coordinates (labelled `ANCHOR`, `COUNTER`) hold `+A'` and `-A'` (for LayerNorm, plus
-      one shared offset), and `A'` is sized afresh for the compressed stream, whose compiled
-      part has squared size at most `||W||_2^2` times the model's budget;
-    * has mean zero at every position (LayerNorm: every column of `N` and the anchor direction
-      are orthogonal to the all-ones vector), so LayerNorm's centring subtracts nothing, and the
-      folded readers are blind to the mean as the model's own are.
+      `R^d` into the first coordinates (for LayerNorm into `R^(d+1)`, orthogonal to its all-ones
+      vector), so every reader sees the same numbers as in the norm-free model compressed by
+      `W` (`W' W'ᵀ = W Wᵀ` on the compiled rows);
+    * holds the anchor on coordinates of its own (labelled `ANCHOR`, `COUNTER`: `+A'` and `-A'`
+      exactly, which no folded reader reads, so their size costs no rounding in any read), with
+      `A'` sized afresh for the compressed stream, whose compiled part has squared size at most
+      `||W||_2^2` times the model's budget;
+    * has mean zero at every position (LayerNorm), so LayerNorm's centring subtracts nothing, and
+      the folded readers are blind to the mean as the model's own are.
 
     Args:
       labels: the normalised model's residual labels (norm coordinates last, `with_norm`).
@@ -166,24 +166,19 @@ def normalised_projection(labels: Sequence[str], spec: NormSpec, projection: np.
         raise CompilerError("this norm does not record its budget, so the compressed stream's anchor cannot be sized")
     d = w.shape[1]
     budget = float(np.linalg.norm(w, 2) ** 2) * spec.budget if w.size else 0.0
-    if spec.kind == "layernorm":
-        total = d + 2
-        fixed = np.zeros((total, 2))
-        fixed[:, 0] = 1.0
-        fixed[d, 1], fixed[d + 1, 1] = 1.0, -1.0
-        isometry = scipy_linalg.null_space(fixed.T)  # [d + 2, d]: orthonormal, orthogonal to both
+    if spec.kind == "layernorm":  # d + 1 coordinates of mean zero for the compiled part, then the anchor's 2
+        first, isometry = d + 1, scipy_linalg.null_space(np.ones((1, d + 1)))  # [d + 1, d], orthonormal
     else:
-        total, isometry = d + 1, np.eye(d + 1)[:, :d]
+        first, isometry = d, np.eye(d)
+    anchors = 2 if spec.kind == "layernorm" else 1
+    total = first + anchors
     compressed = _sized(spec.kind, total, budget, spec.eps, NORM_SPREAD)
     result = np.zeros((len(labels), total))
-    result[:width] = w @ isometry.T
+    result[:width, :first] = w @ isometry.T
     ratio = compressed.anchor / spec.anchor
-    if spec.kind == "layernorm":  # the anchor +A and counter -A both land on (e_d - e_{d+1}) A'
-        result[width, d], result[width, d + 1] = ratio / 2, -ratio / 2
-        result[width + 1, d], result[width + 1, d + 1] = -ratio / 2, ratio / 2
-    else:
-        result[width, d] = ratio
-    names = (*(str(i) for i in range(d)), *extra[: total - d])
+    for k in range(anchors):  # the anchor (and counter) coordinate: +A (-A) becomes +A' (-A')
+        result[width + k, first + k] = ratio
+    names = (*(str(i) for i in range(first)), *extra[:anchors])
     return result, compressed, names
 
 
