@@ -61,7 +61,7 @@ from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import AttentionSpec, MLPSpec
 from compiler.model.encoders import OutputEncoder
 from compiler.model.folding import folded_model
-from compiler.model.norm import ANCHOR, COUNTER, padded_norm
+from compiler.model.norm import ANCHOR, padded_norm
 from compiler.model.tying import untied
 from compiler.model.weights import head_weights, mlp_weights, position_embedding, token_embedding, unembedding
 
@@ -244,18 +244,16 @@ def _tensors(model: CompiledModel, tokens: int, output_ids: Sequence[int]) -> tu
             f"{prefix}.mlp.c_proj.weight": out, f"{prefix}.mlp.c_proj.bias": np.zeros(n_embd),
         })
     found.update({f"transformer.ln_f.{name}": value for name, value in site.items()})
-    # the anchor read as half of anchor minus counter (+A and -A; also in a folded model)
-    anchor, counter = config.residual_labels.index(ANCHOR), config.residual_labels.index(COUNTER)
-    reader = np.zeros(n_embd)
-    reader[anchor], reader[counter] = 0.5 / norm.anchor, -0.5 / norm.anchor
+    anchor = config.residual_labels.index(ANCHOR)
     head = np.zeros((tokens, n_embd))
-    head[:] = OTHER_LOGIT * reader
+    head[:, anchor] = OTHER_LOGIT / norm.anchor
     unembed = unembedding(model)
     for column, token in enumerate(output_ids):
         head[token] = 0.0
         head[token, : config.residual_width] = unembed[:, column]
     if not config.numerical_output:
-        head[tokens - 1] = NONE_LOGIT * reader
+        head[tokens - 1] = 0.0
+        head[tokens - 1, anchor] = NONE_LOGIT / norm.anchor
     found["lm_head.weight"] = head
     sizes = {"n_embd": n_embd, "n_head": n_head, "head_dim": head_dim, "n_inner": n_inner, "n_layer": n_layer,
              "norm": gain}
@@ -294,13 +292,13 @@ def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str
 
     Args:
       model: a model compiled with `norm="layernorm"`, of one program.
-      projection: None, or a residual projection `W` (`[D0, d]`, over the compiled coordinates:
-        those of the program compiled with `norm=None`) to fold in: the checkpoint is the
-        compressed model, its stream d + 3 wide before padding (`compiler.model.folding`).
       folder: where the checkpoint goes: a new folder, an empty one or one holding an earlier
         export (replaced as a whole: the files are written beside it and moved in at once).
       name: the checkpoint's name (`name_or_path` of its tokenizer, the card's title); default
         `tracr-compile/<program label>`.
+      projection: None, or a residual projection `W` (`[D0, d]`, over the compiled coordinates:
+        those of the program compiled with `norm=None`) to fold in: the checkpoint is the
+        compressed model, its stream d + 3 wide before padding (`compiler.model.folding`).
     Returns:
       The `HuggingFaceExport` record (folder, token texts, output token ids, sizes).
     Raises:

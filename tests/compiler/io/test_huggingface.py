@@ -98,8 +98,8 @@ def test_checkpoints_decode_like_the_compiled_models(tmp_path):
 
 def test_compressed_checkpoints_decode_like_rasp(tmp_path):
     """A packed projection of the norm-free compile, folded into the LayerNorm model: the folded
-    model is right on 300 random inputs at 5/5 (as the norm-free model under the same
-    projection), and the checkpoint, narrower than the uncompressed one, decodes as it does
+    model is right on 300 random inputs at 5/5 (checked: the LayerNorm model's saturated lookups
+    are not the norm-free ones the projection was made for), and the checkpoint, narrower than the uncompressed one, decodes as it does
     (every library program: `python benchmarks/norm.py --huggingface --packed`)."""
     cases, projections = [], {}
     for name in ("sort_unique", "frac_prevs", "parity_loop"):

@@ -2,9 +2,10 @@
 compressed width.
 
 Without a norm the folded model computes `forward(..., projection=W)` (outputs, and every
-residual snapshot read back through `Wᵀ` as the projected pass reports it, within 1e-5). With a norm the projection covers the compiled
-coordinates only (of the same program object); the folded stream has mean zero at every position (within 1e-3 of an anchor
-in the hundreds: float32 rounding), each norm's factor stays within the recomputed spread (plus
+residual snapshot read back through `Wᵀ` as the projected pass reports it, within 1e-5). With a
+norm the projection covers the compiled coordinates only (of the same program object); the
+folded stream has mean zero at every position (within 1e-3 of an anchor in the hundreds: float32
+rounding), each norm's factor stays within the recomputed spread (plus
 1e-6 of float32 rounding), and the outputs decode as RASP's on random inputs.
 """
 
