@@ -54,9 +54,10 @@ class CompressionTask:
         norm = self.compiled.config.norm
         if norm is not None:
             raise CompressionError(f"task {self.name!r}: the model has a {norm.kind} before every sub-layer, which a "
-                                   "residual projection would change (it normalises the compressed stream); compress the "
-                                   "program compiled with norm=None, then fold its projection into this model "
-                                   "(compiler.model.folding.folded_model; to_huggingface(..., projection=W))")
+                                   "residual projection would change (it normalises the compressed stream); make a "
+                                   "projection of its compiled coordinates (compression.analytic.residual_structure "
+                                   "reads them) and fold it into this model (compiler.model.folding.folded_model; "
+                                   "to_huggingface(..., projection=W))")
         if self.model.output_kind == "categorical" and not getattr(self.compiled.output_encoder, "values", True):
             raise CompressionError(f"task {self.name!r}: the program's output has no values (it is None at every "
                              "position), so no projection can be scored against it; there is nothing to compress")

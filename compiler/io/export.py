@@ -214,7 +214,8 @@ def export_weights(
     norm = config.norm
     if norm is not None and projection is not None:
         raise ExportError(f"the model has a {norm.kind} before every sub-layer, which a residual projection would "
-                          "change; export it without projection=, or compress a model compiled with norm=None")
+                          "change; export it without projection=, or fold the projection into it first "
+                          "(compiler.model.folding.folded_model) and export the folded model")
     width = config.residual_width
     n_heads, d_head, d_mlp = _sizes(model)
     tensors = dense_tensors(model)

@@ -296,9 +296,10 @@ def to_huggingface(model: CompiledModel, folder: str | os.PathLike, *, name: str
         export (replaced as a whole: the files are written beside it and moved in at once).
       name: the checkpoint's name (`name_or_path` of its tokenizer, the card's title); default
         `tracr-compile/<program label>`.
-      projection: None, or a residual projection `W` (`[D0, d]`, over the compiled coordinates:
-        those of the program compiled with `norm=None`) to fold in: the checkpoint is the
-        compressed model, its stream d + 3 wide before padding (`compiler.model.folding`).
+      projection: None, or a residual projection `W` (`[D0, d]`, over the compiled coordinates,
+        all but the norm's last three; `compression.analytic.residual_structure(model)` analyses
+        them) to fold in: the checkpoint is the compressed model, its stream d + 3 wide before
+        padding (`compiler.model.folding`).
     Returns:
       The `HuggingFaceExport` record (folder, token texts, output token ids, sizes).
     Raises:

@@ -127,14 +127,14 @@ def normalised_projection(labels: Sequence[str], spec: NormSpec, projection: np.
                           ) -> tuple[np.ndarray, NormSpec, tuple[str, ...]]:
     """A residual projection of a normalised model that keeps each norm a known constant scale.
 
-    A projection `W` (`[D0, d]`) of the compiled coordinates (those of the same program compiled
-    with `norm=None`) becomes `W'` over the whole normalised stream (`[D, d + k]`, k = 3 for
+    A projection `W` (`[D0, d]`) of the compiled coordinates (all but the norm's, which come
+    last: `compiler.model.folding.without_norm`) becomes `W'` over the whole normalised stream (`[D, d + k]`, k = 3 for
     LayerNorm, 1 for RMSNorm), such that the compressed stream `x @ W'`:
 
     * keeps what `W` keeps: the compiled part goes through `W` and then an isometry `N` of
       `R^d` into the first coordinates (for LayerNorm into `R^(d+1)`, orthogonal to its all-ones
-      vector), so every reader sees the same numbers as in the norm-free model compressed by
-      `W` (`W' W'ᵀ = W Wᵀ` on the compiled rows);
+      vector), so every reader sees the same numbers as the model's compiled coordinates
+      compressed by `W` (`W' W'ᵀ = W Wᵀ` on the compiled rows);
     * holds the anchor on coordinates of its own (labelled `ANCHOR`, `COUNTER`: `+A'` and `-A'`
       exactly, which no folded reader reads, so their size costs no rounding in any read), with
       `A'` sized afresh for the compressed stream, whose compiled part has squared size at most
@@ -161,7 +161,7 @@ def normalised_projection(labels: Sequence[str], spec: NormSpec, projection: np.
     w = np.asarray(projection, np.float64)
     if w.ndim != 2 or w.shape[0] != width:
         raise CompilerError(f"a projection of this normalised model's compiled coordinates has {width} rows (the "
-                            f"residual width of the program compiled with norm=None), not shape {w.shape}")
+                            f"compiled coordinates, all but the norm's), not shape {w.shape}")
     if not math.isfinite(spec.budget):
         raise CompilerError("this norm does not record its budget, so the compressed stream's anchor cannot be sized")
     d = w.shape[1]

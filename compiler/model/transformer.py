@@ -352,9 +352,9 @@ class CompiledTransformer(hk.Module):
         norm = config.norm
         if norm is not None and projection is not None:
             raise CompilerError(f"this model has a {norm.kind} before every sub-layer, which a residual projection "
-                                "would change (it normalises the compressed stream); compress the program compiled "
-                                "with norm=None and fold its projection into this model "
-                                "(compiler.model.folding.folded_model)")
+                                "would change (it normalises the compressed stream); make a projection of its "
+                                "compiled coordinates (compression.analytic.residual_structure(model) reads them) "
+                                "and fold it into this model (compiler.model.folding.folded_model)")
         # Created here (not lazily inside a helper method) so Haiku names them plainly.
         self._groups = {module: _ParamGroup(values, name=module) for module, values in self.weights.items()}
         hooked, cache = dict(hooks), {}

@@ -19,6 +19,13 @@ Three things the interference bound needs besides the weights, all derived from 
   bound's own :func:`~compression.analytic.bound.walk` run without a projection, starting from
   exact values and adding each sub-layer's rounding. A lookup's off units stay exactly 0 and its
   on units pass their inputs' noise on; a steep numerical MLP multiplies it by its slope.
+
+A normalised model (``compile_rasp(..., norm=...)``) is read over its compiled coordinates
+(:func:`compiler.model.folding.without_norm`); each of its norm sites multiplies what the next
+sub-layer reads by a factor within ``1 ± s`` (``read_factor``), which enters as more rounding:
+``s Σ |a_j| |x_j|`` on a hidden unit's pre-activation, ``(2s + s²)`` times the largest score
+sum on a head's scores (queries and keys are both scaled), ``s`` relative on what a head
+writes, and ``s`` times the largest logit on the unembedding.
 """
 
 from __future__ import annotations
@@ -37,11 +44,12 @@ from compression.analytic.view import AttentionRounding, MLPRounding, MLPView, M
 U = FLOAT32_UNIT
 
 
-def calibrated(view: ModelView, compiled: CompiledModel) -> ModelView:
-    """``view`` with its value ranges, rounding and noise (module docstring)."""
+def calibrated(view: ModelView, compiled: CompiledModel, read_factor: float = 0.0) -> ModelView:
+    """``view`` with its value ranges, rounding and noise (module docstring); ``read_factor``:
+    the ``s`` of a model whose every read is scaled by a factor within ``1 ± s`` (0 for none)."""
     low, high = value_ranges(view, compiled)
     view = dataclasses.replace(view, low=low, high=high)
-    view = _with_rounding(view, compiled.config.max_seq_len + 1, compiled)
+    view = _with_rounding(view, compiled.config.max_seq_len + 1, compiled, read_factor)
     with np.errstate(over="ignore", invalid="ignore"):
         found = walk(view, None)
     return dataclasses.replace(view, noise=tuple(_noise(view, errors) for errors in (*found.before, found.errors)))
@@ -131,8 +139,9 @@ def _column_terms(matrix) -> np.ndarray:
     return np.diff(matrix.indptr) if matrix.shape[1] else np.zeros(0, np.int64)
 
 
-def _with_rounding(view: ModelView, positions: int, compiled: CompiledModel) -> ModelView:
-    """``view`` with each sub-layer's float rounding (module docstring)."""
+def _with_rounding(view: ModelView, positions: int, compiled: CompiledModel, read_factor: float) -> ModelView:
+    """``view`` with each sub-layer's float rounding and the norm's read factor (module docstring)."""
+    s = read_factor
     stream = U * view.magnitude  # adding an output into the stream
     out: list[MLPRounding | AttentionRounding] = []
     for sublayer in view.sublayers:
@@ -140,7 +149,7 @@ def _with_rounding(view: ModelView, positions: int, compiled: CompiledModel) -> 
             parts = reader_parts(view, None, sublayer.w_in)
             _, high = parts.compiled_range()
             absolute = abs(sublayer.w_in).T @ view.magnitude
-            units = U * (_column_terms(sublayer.w_in) + 1) * absolute
+            units = (U * (_column_terms(sublayer.w_in) + 1) + s) * absolute
             terms = np.diff(sublayer.w_out.tocsc().indptr)
             written = terms > 0
             outputs = U * (terms + 1) * (abs(sublayer.w_out).T @ np.maximum(high, 0.0)) + np.where(written, stream, 0.0)
@@ -149,14 +158,14 @@ def _with_rounding(view: ModelView, positions: int, compiled: CompiledModel) -> 
             scores, outputs = [], []
             for head in sublayer:
                 terms = head.w_q.shape[1] + _terms_per_state(view, head.w_q) + _terms_per_state(view, head.w_k) + 2
-                sigma = U * terms * _largest_score(view, head)
+                sigma = (U * terms + 2 * s + s * s) * _largest_score(view, head)
                 values = _largest(view, head.ov)
                 # (the scores' rounding moves the weights; the walk counts it with the head's σ)
-                relative = U * (2 * positions + 6) + U * (_column_terms(head.ov) + 1)
+                relative = U * (2 * positions + 6) + U * (_column_terms(head.ov) + 1) + s
                 scores.append(sigma)
                 outputs.append(relative * values + stream[head.writes])
             out.append(AttentionRounding(np.asarray(scores), tuple(outputs)))
-    unembed = U * (_column_terms(view.unembed) + 1) * _largest(view, view.unembed)
+    unembed = (U * (_column_terms(view.unembed) + 1) + s) * _largest(view, view.unembed)
     # the embedding adds a token's row to a position's: exact where only one of them writes
     both = np.any(weights.token_embedding(compiled) != 0, axis=0) & np.any(weights.position_embedding(compiled) != 0, axis=0)
     embedding = np.where(both, stream, 0.0)

@@ -41,9 +41,12 @@ import numpy as np
 
 from compiler import CompiledModel
 from compiler.model import weights
-from compiler.model.config import AttentionSpec
+from compiler.model.config import AttentionSpec, NormSpec
+from compiler.model.folding import without_norm
+from compiler.model.norm import NORM_SPREAD
 from compiler.model.tying import untied
 from compression.analytic.envelope import calibrated
+from compression.analytic.readers import FLOAT32_UNIT
 from compression.analytic.view import ModelView, model_view
 from craft.bases import ONE_NAME, bos_direction
 
@@ -254,8 +257,19 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     the end of one iteration is read at the start of the next, so write times and reads must
     follow the order of execution, not the order the tied block is stored in. The residual
     space, and so every W, is the same for both.
+
+    A normalised model (``compile_rasp(..., norm=...)``) is analysed over its compiled coordinates
+    as it builds them (:func:`~compiler.model.folding.without_norm`: its saturated lookups, no
+    anchor), each read scaled by the norm's factor (:func:`norm_read_factor`); the structure and
+    every W made from it are over those D0 coordinates, and
+    :func:`~compiler.model.folding.folded_model` turns such a W into the compressed normalised
+    model.
     """
     compiled = untied(compiled)
+    read_factor = 0.0
+    if compiled.config.norm is not None:
+        read_factor = norm_read_factor(compiled.config.norm, compiled.config.residual_width)
+        compiled = without_norm(compiled)
     scan = _start_scan(compiled)
     basis = compiled.residual_space.basis
     for index, layer in enumerate(compiled.config.layers):
@@ -279,10 +293,20 @@ def residual_structure(compiled: CompiledModel, never_on: Iterable[int] = ()) ->
     # Only a layer whose outputs are read by nothing but the unembedding may see merged values.
     mergers = {layer: sig for layer, sig in scan.signatures.items() if not scan.writes[layer] & scan.read_by_layers}
     classes, amplification = _classes(groups, reads, mergers, scan.writes, width)
-    view = calibrated(model_view(compiled, groups, dead, np.asarray(amplification or (1.0,) * width)), compiled)
+    view = calibrated(model_view(compiled, groups, dead, np.asarray(amplification or (1.0,) * width)), compiled,
+                      read_factor)
     return ResidualStructure(scan.labels, groups, tuple(sorted(protected)), unread, reads, stamps,
                              len(compiled.config.layers), classes, amplification, tuple(sorted(scan.exact_off)),
                              tuple(sorted(scan.read_as_number)), tuple(sorted(mergers)), view)
+
+
+def norm_read_factor(norm: NormSpec, width: int) -> float:
+    """The ``s`` such that each norm site of a normalised model of ``width`` coordinates, and of
+    every model :func:`~compiler.model.folding.folded_model` makes of it, scales what the next
+    sub-layer reads by a factor within ``1 ± s``: the larger of the model's spread and the one
+    the folded anchor is sized for (``NORM_SPREAD``), plus the float32 rounding of the norm's own
+    arithmetic (a sum of ``width`` squares, the root, the division and the gain: ``u (width + 8)``)."""
+    return max(norm.spread, NORM_SPREAD) + FLOAT32_UNIT * (width + 8)
 
 
 def _needs_exact_values(candidates: list[TolerantRead], protected: set[int], dead: set[int]) -> set[int]:
@@ -374,7 +398,9 @@ def _sums_values(w_in: np.ndarray, cat_reads: list[int], by_name: dict[str, list
 
 
 def _lookup_weight(w_in: np.ndarray, cat_reads: list[int], labels: tuple[str, ...]) -> float | None:
-    """Largest ``sum a_i`` over categorical inputs of a thresholded unit; None if not thresholded.
+    """Largest ``sum a_i / m`` over categorical inputs of a thresholded unit, ``m`` its off margin
+    (:func:`_off_margin`): the overlap a read may carry per unit of interference; None if not
+    thresholded.
 
     A thresholded lookup unit has non-negative weights on its categorical inputs and a negative
     weight on ``one`` (its threshold). Units that read no free categorical coordinate are ignored.
@@ -388,4 +414,21 @@ def _lookup_weight(w_in: np.ndarray, cat_reads: list[int], labels: tuple[str, ..
         return None
     if one is None or np.any(w_in[one, used] >= 0):
         return None
-    return float(np.max(np.sum(block[:, used], axis=0)))
+    others = np.delete(w_in, one, axis=0)
+    margins = np.asarray([_off_margin(others[:, u], float(w_in[one, u])) for u in np.nonzero(used)[0]])
+    return float(np.max(np.sum(block[:, used], axis=0) / margins))
+
+
+def _off_margin(weights: np.ndarray, bias: float) -> float:
+    """How far below 0 an off unit's pre-activation stays: with integer input weights whose
+    greatest common divisor is ``g``, every pre-activation lies on ``bias + g Z``, whose largest
+    point below 0 is the margin (1 for the compiler's lookups, 1/2 for their saturated low
+    halves, ``craft.chamber.categorical_mlp.saturated``). Where that point is 0 or the weights are
+    not integers, the compiler's 1 is assumed: the margin only sizes codes, and the interference
+    bound, which reads every unit's states, judges the result."""
+    w = weights[weights != 0]
+    if w.size == 0 or np.any(w != np.round(w)):
+        return 1.0
+    g = float(np.gcd.reduce(np.abs(w).astype(np.int64)))
+    top = bias + g * np.floor(-bias / g)
+    return -top if top < 0 else 1.0

@@ -261,11 +261,12 @@ def network(model: CompiledModel, projection: np.ndarray | None = None, output: 
         The network with its sources, ports, dense weights and scored columns.
     Raises:
         LabError: `projection` is not `[D, d]`, `output` names no output of the model, or a
-            projection is given for a model with a norm (compression refuses those).
+            projection is given for a model with a norm (fold it in first: `folded_model`).
     """
     if model.config.norm is not None and projection is not None:
-        raise LabError(f"a model with a {model.config.norm.kind} runs uncompressed (compression refuses normalised "
-                       "models); pass projection=None or compile the program with norm=None")
+        raise LabError(f"a model with a {model.config.norm.kind} cannot run a residual projection (the norm would "
+                       "normalise the compressed stream); pass projection=None, or fold the projection into the "
+                       "model first (compiler.model.folding.folded_model) and pass the folded model")
     model = untied(model)
     config = model.config
     labels = config.residual_labels

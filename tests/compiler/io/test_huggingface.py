@@ -97,15 +97,14 @@ def test_checkpoints_decode_like_the_compiled_models(tmp_path):
 
 
 def test_compressed_checkpoints_decode_like_rasp(tmp_path):
-    """A packed projection of the norm-free compile, folded into the LayerNorm model: the folded
-    model is right on 300 random inputs at 5/5 (checked: the LayerNorm model's saturated lookups
-    are not the norm-free ones the projection was made for), and the checkpoint, narrower than the uncompressed one, decodes as it does
-    (every library program: `python benchmarks/norm.py --huggingface --packed`)."""
+    """A packed projection of the LayerNorm model's compiled coordinates, folded into it: the
+    folded model is right on 300 random inputs at 5/5, and the checkpoint, narrower than the
+    uncompressed one, decodes as it does (every library program: `python benchmarks/norm.py
+    --huggingface --packed`)."""
     cases, projections = [], {}
     for name in ("sort_unique", "frac_prevs", "parity_loop"):
-        example, model = CATALOGUE[name], _case(name, 5)
-        plain = compile_rasp(model.program, set(example.scaled_vocab(5)), 5)  # the same s-ops, the same labels
-        structure = residual_structure(plain)
+        model = _case(name, 5)
+        structure = residual_structure(model)
         w = packed_projection(structure, packed_width(structure))
         inputs = _inputs(model, 300)
         folded = folded_model(model, w)
