@@ -21,6 +21,9 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 10**6, "mb"
           "g": 10**9, "gb": 10**9, "gib": 1 << 30}
 
 
+PACKED_CHECK = 2_000  # inputs --packed checks the folded model on, at most
+
+
 def _byte_count(text: str) -> int | None:
     """`--max-weight-bytes`: a number of bytes (`4e9`, `512MiB`, `2GB`) or `none` (no limit)."""
     if text.strip().lower() == "none":
@@ -69,6 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--huggingface", metavar="FOLDER",
         help="write a Hugging Face GPT-2 checkpoint (config, weights, tokenizer) to FOLDER; needs --norm layernorm",
     )
+    outputs.add_argument(
+        "--packed", action="store_true",
+        help="with --huggingface: fold the packed analytic projection (compression.analytic, at its full-margin width) "
+             "into the checkpoint, so its stream is compressed; reports the width, whether the interference bound "
+             f"claims the folded model exact, and its check against the uncompressed model ({PACKED_CHECK} inputs at most)",
+    )
     outputs.add_argument("--input", metavar="TOKENS", help='run on e.g. "BOS x a c x" and print the residual stream')
     outputs.add_argument(
         "--plot", metavar="PATH",
@@ -76,6 +85,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     outputs.add_argument("--dpi", type=float, default=150, help="resolution of --plot PNGs (default 150)")
     outputs.add_argument("--json", action="store_true", help="print a machine-readable summary instead of text")
+
+
+def _packed(model: Any) -> tuple[Any, dict[str, Any]]:
+    """The packed projection of `model`'s compiled coordinates and what it gives: the widths, the
+    interference bound's claim, and the folded model against `model` on every input (a space of
+    at most `PACKED_CHECK`) or on `PACKED_CHECK` distinct random ones."""
+    from compiler.model.agree import same_outputs
+    from compiler.model.folding import folded_model
+    from compression.analytic import interference_bound, packed_projection, packed_width, residual_structure
+    from compression.learned.sampling import distinct_inputs, enumerate_inputs
+    from compression.task import input_space_of
+
+    structure = residual_structure(model)
+    w = packed_projection(structure, packed_width(structure))
+    folded = folded_model(model, w)
+    space = input_space_of(model)
+    enumerated = space.size() <= PACKED_CHECK
+    ids = enumerate_inputs(space) if enumerated else distinct_inputs(space, PACKED_CHECK, 0)
+    batch = [[model.input_encoder.bos, *space.decode(row)] for row in ids]
+    agree = sum(same_outputs(got, want) for got, want in zip(folded.apply_batch(batch), model.apply_batch(batch)))
+    return w, {"width": model.config.residual_width, "folded_width": folded.config.residual_width,
+               "claimed_exact": bool(interference_bound(structure, w).claims_exact),
+               "checked": len(batch), "enumerated": enumerated, "agree": agree}
+
+
+def _packed_text(packed: dict[str, Any]) -> str:
+    inputs = "every input" if packed["enumerated"] else f"{packed['checked']} random inputs"
+    claim = "claims it exact" if packed["claimed_exact"] else "does not claim it exact"
+    return (f"packed: residual {packed['width']} -> {packed['folded_width']}; the interference bound {claim}; "
+            f"it decodes like the uncompressed model on {packed['agree']} of {packed['checked']} ({inputs})")
 
 
 def _list_examples() -> str:
@@ -172,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--huggingface writes a GPT-2 checkpoint, which has a LayerNorm before every sub-layer; "
                              "add --norm layernorm")
         check_folder(Path(args.huggingface))
+    elif args.packed:
+        raise UsageError("--packed compresses the Hugging Face checkpoint; give it with --huggingface FOLDER")
     report: dict[str, Any] = {}
     if args.load:
         from compiler.io.files import read_model_file
@@ -218,7 +259,12 @@ def _outputs(
     if args.huggingface is not None:
         from compiler.io.huggingface import to_huggingface
 
-        export = to_huggingface(model, args.huggingface, name=f"tracr-compile/{program[1]}" if program[1] else None)
+        projection = None
+        if args.packed:
+            projection, report["packed"] = _packed(model)
+            text.append(_packed_text(report["packed"]))
+        export = to_huggingface(model, args.huggingface, name=f"tracr-compile/{program[1]}" if program[1] else None,
+                                projection=projection)
         report["huggingface"] = str(export.folder)
         text.append(f"wrote a Hugging Face GPT-2 checkpoint to {export.folder} ({len(export.tokens)} tokens, "
                     f"n_embd {export.n_embd}, {export.n_layer} layers of {export.n_head} heads)")

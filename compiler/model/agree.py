@@ -17,7 +17,7 @@ value as right (`twin_classes`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,8 +38,14 @@ def same_value(got: Any, expected: Any) -> bool:
     return bool(got == expected)
 
 
-def same_outputs(got: Sequence[Any], expected: Sequence[Any]) -> bool:
-    """Whether two decoded sequences have one length and agree at every position."""
+def same_outputs(got: Sequence[Any] | Mapping[str, Sequence[Any]],
+                 expected: Sequence[Any] | Mapping[str, Sequence[Any]]) -> bool:
+    """Whether two decoded sequences have one length and agree at every position; for several
+    outputs (`{label: sequence}`, as `apply_batch` decodes programs compiled together), whether
+    they have the same labels and every output agrees."""
+    if isinstance(got, Mapping) or isinstance(expected, Mapping):
+        return (isinstance(got, Mapping) and isinstance(expected, Mapping) and got.keys() == expected.keys()
+                and all(same_outputs(got[label], expected[label]) for label in got))
     return len(got) == len(expected) and all(same_value(a, b) for a, b in zip(got, expected))
 
 

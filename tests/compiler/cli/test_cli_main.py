@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support import PROGRAM_FILE
 
@@ -193,3 +195,18 @@ def test_norm_and_huggingface_flags(tmp_path, capsys) -> None:
     assert "holds other files" in _error_line(capsys)
     assert main(["--example", "sort_unique", "--norm", "batchnorm"]) == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_packed_folds_the_packed_projection_into_the_checkpoint(tmp_path, capsys) -> None:
+    """`--packed` writes the compressed checkpoint (its stream is the folded one: 21 coordinates of
+    mean zero and the anchor's 2) and reports the bound's claim with its check on 2,000 random inputs; without
+    `--huggingface` it is refused before compiling."""
+    assert main(["--example", "sort_unique", "--norm", "layernorm", "--huggingface", str(tmp_path / "hf"),
+                 "--packed", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["packed"] == {"width": 28, "folded_width": 23, "claimed_exact": True, "checked": 2000,
+                                "enumerated": False, "agree": 2000}
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert len(config["tracr_compile"]["residual_labels"]) == 23
+    assert main(["--example", "sort_unique", "--packed"]) == 2
+    assert "give it with --huggingface" in _error_line(capsys)

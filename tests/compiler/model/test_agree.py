@@ -119,3 +119,11 @@ def test_an_output_holding_both_twins_is_exact_under_the_rule():
     check, kind, _ = claim_check(task_of(compiled, program))
     assert kind == "exhaustive" and check.refs.checked == 120
     assert len(check.wrong_inputs(None)) == 0
+
+
+def test_same_outputs_compares_several_outputs_by_label() -> None:
+    """Several outputs agree when they have the same labels and each sequence agrees."""
+    assert same_outputs({"a": [1, None], "b": [2.0]}, {"a": [1, None], "b": [2.0005]})
+    assert not same_outputs({"a": [1, None], "b": [2.0]}, {"a": [1, None], "b": [2.1]})
+    assert not same_outputs({"a": [1]}, {"a": [1], "b": [2]})
+    assert not same_outputs({"a": [1]}, [1])
