@@ -162,7 +162,7 @@ def compile_rasp(
         raise UnsupportedProgramError(problems)
     warn_causal_semantics(traced)
     graph = optimize_graph(fused, passes)
-    check_size(estimate_weight_bytes(graph, len(tokens), max_seq_len), max_weight_bytes)
+    check_size(estimate_weight_bytes(graph, len(tokens), max_seq_len, saturated=norm is not None), max_weight_bytes)
     options = LoweringOptions(
         max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness),
         narrow_lookups=NARROW_LOOKUPS in passes, saturate=norm is not None,

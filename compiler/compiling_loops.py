@@ -105,7 +105,7 @@ def compile_loop(
     if problems:
         raise UnsupportedProgramError(problems)
     warn_causal_semantics(traced)
-    check_size(estimate_weight_bytes(graph, len(tokens), max_seq_len), max_weight_bytes)
+    check_size(estimate_weight_bytes(graph, len(tokens), max_seq_len, saturated=norm is not None), max_weight_bytes)
     options = LoweringOptions(max_seq_len=max_seq_len, causal=causal, bos=bos, mlp_exactness=float(mlp_exactness),
                               saturate=norm is not None)
     lower(graph, options)

@@ -21,7 +21,9 @@ with `N` = max_seq_len, `D` the residual width and `|x|` the values of a categor
 for a numerical one). A block's entries: categorical Map `x -> y`: `|x| (|x| + |y|)`;
 SequenceMap: `(|x| + |y| + 1) P + P |z|` for the `P` value pairs kept; numerical Map: `H (3 +
 |y|)` with `H` the hidden units of validation's fit (else two per input value); Aggregate /
-SelectorWidth: `(|queries| + 1)(|keys| + 1)` per selector leaf, plus the value map.
+SelectorWidth: `(|queries| + 1)(|keys| + 1)` per selector leaf, plus the value map. Under a norm
+(`compile_rasp(..., norm=...)`) every lookup of categorical inputs is saturated, two hidden units
+for each one (`craft.chamber.categorical_mlp.saturated`), so its entries count twice.
 
 Measured against tracemalloc's peak over a whole compile, the estimate is 0.4x to 1.3x of it on
 the large cases (hist with 5,000 tokens 0.9x, length at max_seq_len 3,000 0.4x, sort at 100/100
@@ -129,22 +131,34 @@ def _block_entries(graph: nx.DiGraph, label: str, max_seq_len: int) -> tuple[int
     return qk, (2 * max_seq_len + 2) * (out + 4)
 
 
-def _block_bytes(graph: nx.DiGraph, label: str, max_seq_len: int) -> int:
+def _is_lookup(graph: nx.DiGraph, label: str) -> bool:
+    """Whether the s-op is computed by a lookup of categorical inputs (a table MLP)."""
+    kind = graph.nodes[label][nodes.KIND]
+    if not kind.elementwise or kind.embedded:
+        return False
+    _, inputs = g.operation(graph, label)
+    return not any(g.is_numerical(graph, inner) for inner in inputs)
+
+
+def _block_bytes(graph: nx.DiGraph, label: str, max_seq_len: int, saturated: bool) -> int:
     whole, dense = _block_entries(graph, label, max_seq_len)
     if whole > SPARSE_ABOVE:  # the chamber builds it sparse: count what it stores
         stored = block_cost(graph, label).nonzeros * SPARSE_BYTES
     else:
         stored = whole * DENSE_BYTES
+    if saturated and _is_lookup(graph, label):  # two hidden units for each one
+        stored *= 2
     return stored + dense * DENSE_BYTES
 
 
-def estimate_weight_bytes(graph: nx.DiGraph, vocab_size: int, max_seq_len: int) -> SizeEstimate:
+def estimate_weight_bytes(graph: nx.DiGraph, vocab_size: int, max_seq_len: int, *, saturated: bool = False) -> SizeEstimate:
     """Estimate the bytes the compile will hold, from the value sets on `graph` (module doc).
 
     Args:
       graph: the traced graph after value inference, fusion and optimisation (as lowered).
       vocab_size: the number of vocabulary tokens (BOS and PAD are added here).
       max_seq_len: the longest input the model is compiled for.
+      saturated: whether categorical lookups are saturated (a compile with a norm).
 
     Returns:
       The `SizeEstimate`; nothing is allocated beyond a few integers per node.
@@ -155,7 +169,7 @@ def estimate_weight_bytes(graph: nx.DiGraph, vocab_size: int, max_seq_len: int) 
         width += _dims(graph, label)
         if graph.nodes[label][nodes.KIND] is g.NodeKind.SELECTOR_WIDTH:
             width += 1  # its scratch direction
-        size = _block_bytes(graph, label, max_seq_len)
+        size = _block_bytes(graph, label, max_seq_len, saturated)
         if size:
             per_sop[label] = size
     outputs = sum(_dims(graph, sink) for sink in graph.graph.get(nodes.SINKS, (graph.graph[nodes.SINK],)))

@@ -269,3 +269,13 @@ def test_cli_refuses_bad_destinations_before_compiling(tmp_path, capsys, monkeyp
     assert "is a folder" in error and "internal error" not in error
     assert main(["--example", "hist", "--out", ""]) == 1
     assert "the path is empty" in capsys.readouterr().err
+
+
+def test_a_normalised_compile_counts_its_saturated_lookups_twice():
+    """Under a norm each lookup unit is two (saturated), so the size estimate doubles the lookup:
+    a 200-value Map's 625 KiB becomes 1.2 MiB, and a limit between the two refuses only the
+    normalised compile."""
+    program = rasp.Map(lambda x: (x * 7) % 200, rasp.tokens).named("scrambled")
+    compile_rasp(program, set(range(200)), 3, max_weight_bytes=1_200_000)
+    with pytest.raises(ModelSizeError, match="'scrambled' with 1.2 MiB"):
+        compile_rasp(program, set(range(200)), 3, norm="layernorm", max_weight_bytes=1_200_000)
