@@ -14,6 +14,11 @@
   unpatched model is `(out_s - ref_s) . d metric / d x_p`, the first-order estimate of ablating
   it. The metric is the log-probability of the clean answer (categorical) or the output value
   (numerical), summed over scored positions and inputs; the score is its absolute value.
+  A score below `EAP_FLOOR` times the largest is float32 rounding, not attribution, and counts
+  as 0: an edge whose first-order effect is exactly 0 (a saturated unit, a flat softmax) gets a
+  gradient of 0 or of a few 1e-7 depending on how XLA fuses the backward pass, and ranked as
+  such it moved EAP's AUROC on one model from 0.875 to 0.993 between optimisation levels; as
+  ties they score the same under every level.
 """
 
 from __future__ import annotations
@@ -25,7 +30,11 @@ from compiler.lab.circuits.measure import PatchingSetup, run_sweep, single_edge_
 from compiler.lab.circuits.patching import SWEEP_SHARPNESS, divergence_of, edge_keeps, keep_gradient
 from compiler.lab.circuits.readout import SHARP, with_empty
 
-__all__ = ["SHARP", "acdc_scores", "divergence", "eap_scores", "edge_patching_scores", "with_empty"]
+__all__ = ["EAP_FLOOR", "SHARP", "acdc_scores", "divergence", "eap_scores", "edge_patching_scores", "with_empty"]
+
+# Relative to the largest score: below it an attribution is float32 rounding (measured: real
+# scores of compiled models at 1e-1 of the largest and above, rounding at 1e-6 and below).
+EAP_FLOOR = 1e-4
 
 
 def divergence(s: PatchingSetup, patched, sharpness: float = 1.0):
@@ -103,7 +112,16 @@ def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
     Returns:
         `[E]` (or `[E * T]` per position) non-negative floats: the absolute gradient of the
         clean answer's log-probability (numerical: the output) with respect to each unit's keep
-        weight, the first-order estimate of ablating it.
+        weight, the first-order estimate of ablating it; 0 where it is below `EAP_FLOOR` times
+        the largest (float32 rounding: module docstring).
     """
     # d metric / d keep = -(effect of ablating), to first order
-    return np.abs(keep_gradient(s.prepared, per_position).ravel())
+    return _floored(np.abs(keep_gradient(s.prepared, per_position).ravel()))
+
+
+def _floored(scores: np.ndarray) -> np.ndarray:
+    """`scores` (non-negative) with every one below `EAP_FLOOR` times the largest set to 0."""
+    scores = np.asarray(scores, np.float64)
+    if not scores.size:
+        return scores
+    return np.where(scores < EAP_FLOOR * scores.max(), 0.0, scores)
