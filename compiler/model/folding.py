@@ -23,7 +23,7 @@ from compiler.model.compiled_model import CompiledModel
 from compiler.model.config import MLPSpec, NormSpec
 from compiler.model.dense import config_of_dense_tensors, dense_tensors, fold_projection
 from compiler.model.forms import choose_forms
-from compiler.model.norm import norm_labels, normalised_projection
+from compiler.model.norm import compiled_width, normalised_projection
 from compiler.model.transformer import build
 from compiler.model.tying import untied
 from craft.bases import BasisDirection, VectorSpaceWithBasis
@@ -82,11 +82,8 @@ def without_norm(model: CompiledModel) -> CompiledModel:
     norm = flat.config.norm
     if norm is None:
         raise CompilerError("without_norm needs a model compiled with a norm (compile_rasp(..., norm=...))")
-    extra = norm_labels(norm.kind)
     labels = tuple(flat.config.residual_labels)
-    if labels[-len(extra):] != extra:
-        raise CompilerError(f"the residual labels do not end with the {norm.kind}'s coordinates {extra}")
-    width = len(labels) - len(extra)
+    width = compiled_width(labels, norm.kind)
     keep = np.eye(len(labels))[:, :width]
     space = VectorSpaceWithBasis(tuple(flat.residual_space.basis[:width]))
     return _rebuilt(flat, keep, None, labels[:width], space)

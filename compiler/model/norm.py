@@ -85,6 +85,19 @@ def norm_labels(kind: str) -> tuple[str, ...]:
     return (ANCHOR, COUNTER, ZERO) if kind == "layernorm" else (ANCHOR,)
 
 
+def compiled_width(labels: Sequence[str], kind: str) -> int:
+    """The number of compiled coordinates of a model normalised by `kind` with residual `labels`:
+    all but the norm's, which `with_norm` appends last.
+
+    Raises:
+      CompilerError: labels that do not end with the norm's coordinates.
+    """
+    extra = norm_labels(kind)
+    if tuple(labels[-len(extra):]) != extra:
+        raise CompilerError(f"the residual labels do not end with the {kind}'s coordinates {extra}")
+    return len(labels) - len(extra)
+
+
 def _spread(anchors: int, anchor: float, budget: float, width: int, eps: float) -> tuple[float, float]:
     """`(scale, spread)` for an anchor of magnitude `anchor` on `anchors` coordinates of a
     stream of `width` coordinates whose other coordinates have squared size in `[0, budget]`:
@@ -155,9 +168,7 @@ def normalised_projection(labels: Sequence[str], spec: NormSpec, projection: np.
     """
     extra = norm_labels(spec.kind)
     labels = tuple(labels)
-    if labels[-len(extra):] != extra:
-        raise CompilerError(f"the residual labels do not end with the {spec.kind}'s coordinates {extra}")
-    width = len(labels) - len(extra)
+    width = compiled_width(labels, spec.kind)
     w = np.asarray(projection, np.float64)
     if w.ndim != 2 or w.shape[0] != width:
         raise CompilerError(f"a projection of this normalised model's compiled coordinates has {width} rows (the "
@@ -283,5 +294,5 @@ def with_norm(config: ModelConfig, weights: Weights, kind: str, budget: float) -
     return normalised, new
 
 
-__all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "anchor_coordinates", "norm_labels", "norm_spec",
+__all__ = ["ANCHOR", "COUNTER", "ZERO", "NORM_EPS", "NORM_SPREAD", "anchor_coordinates", "compiled_width", "norm_labels", "norm_spec",
            "normalised_projection", "padded_norm", "read_factor", "with_norm"]

@@ -414,21 +414,20 @@ def _lookup_weight(w_in: np.ndarray, cat_reads: list[int], labels: tuple[str, ..
         return None
     if one is None or np.any(w_in[one, used] >= 0):
         return None
-    others = np.delete(w_in, one, axis=0)
-    margins = np.asarray([_off_margin(others[:, u], float(w_in[one, u])) for u in np.nonzero(used)[0]])
-    return float(np.max(np.sum(block[:, used], axis=0) / margins))
+    inputs = w_in[:, used].copy()
+    inputs[one] = 0.0
+    return float(np.max(np.sum(block[:, used], axis=0) / _off_margins(inputs, w_in[one, used])))
 
 
-def _off_margin(weights: np.ndarray, bias: float) -> float:
-    """How far below 0 an off unit's pre-activation stays: with integer input weights whose
-    greatest common divisor is ``g``, every pre-activation lies on ``bias + g Z``, whose largest
-    point below 0 is the margin (1 for the compiler's lookups, 1/2 for their saturated low
-    halves, ``craft.chamber.categorical_mlp.saturated``). Where that point is 0 or the weights are
-    not integers, the compiler's 1 is assumed: the margin only sizes codes, and the interference
-    bound, which reads every unit's states, judges the result."""
-    w = weights[weights != 0]
-    if w.size == 0 or np.any(w != np.round(w)):
-        return 1.0
-    g = float(np.gcd.reduce(np.abs(w).astype(np.int64)))
+def _off_margins(weights: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Per unit (column), how far below 0 its pre-activation stays while it is off: with integer
+    input weights whose greatest common divisor is ``g``, every pre-activation lies on
+    ``bias + g Z``, whose largest point below 0 is the margin (1 for the compiler's lookups, 1/2
+    for their saturated low halves, ``craft.chamber.categorical_mlp.saturated``). Where that point
+    is 0 or the weights are not integers, the compiler's 1 is assumed: the margin only sizes codes,
+    and the interference bound, which reads every unit's states, judges the result."""
+    integral = np.all(weights == np.round(weights), axis=0) & np.any(weights != 0, axis=0)
+    g = np.gcd.reduce(np.abs(np.where(integral, weights, 0.0)).astype(np.int64), axis=0).astype(np.float64)
+    g = np.where(g > 0, g, 1.0)
     top = bias + g * np.floor(-bias / g)
-    return -top if top < 0 else 1.0
+    return np.where(integral & (top < 0), -top, 1.0)
