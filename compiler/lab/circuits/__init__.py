@@ -17,7 +17,7 @@ Modules, in reading order:
 * ``variants``: the difficulty dial: exact, analytic superposition, GD-compressed, distractors,
   function-preserving reparametrisations.
 * ``pipeline``: one call from a program to a verified record per ablation.
-* ``picture``: the circuit drawn over the component graph.
+* ``picture``: the circuit drawn as a wiring diagram (a lane per s-op, a tap per port).
 * ``auto_circuit_bridge``: runs the auto-circuit package on the TransformerLens export.
 
 Entry points, importable from here: `circuit_records` (a program to verified records),
