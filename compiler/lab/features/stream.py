@@ -130,9 +130,9 @@ def default_batch(compiled: CompiledModel) -> int:
 
 
 def stream_activations(
-    compiled: CompiledModel, site: Site, folder: str | pathlib.Path, tokens: int, projection: np.ndarray | None = None,
-    batch_inputs: int | None = None, shard_tokens: int = 1 << 18, seed: int = 0, zipf: float = 0.0,
-    progress: bool = True, write: bool = True,
+    compiled: CompiledModel, site: Site, folder: str | pathlib.Path, tokens: int | None,
+    projection: np.ndarray | None = None, batch_inputs: int | None = None, shard_tokens: int = 1 << 18,
+    seed: int = 0, zipf: float = 0.0, progress: bool = True, write: bool = True, inputs: np.ndarray | None = None,
 ) -> StreamReport:
     """Write about ``tokens`` activations at ``site`` with their true codes into ``folder``.
 
@@ -140,7 +140,8 @@ def stream_activations(
         compiled: the compiled model.
         site: where to read (:class:`compiler.lab.features.sites.Site`).
         folder: output folder (created); existing shards of the same names are replaced.
-        tokens: how many real-token activations to write (the last batch is cut to this).
+        tokens: how many real-token activations to write (the last batch is cut to this); None
+            with ``inputs``.
         projection: ``W`` (``[D, d]``) of the compressed model, or None for the exact model.
         batch_inputs: inputs per jitted batch; None for :func:`default_batch`.
         shard_tokens: activations per shard file.
@@ -148,16 +149,33 @@ def stream_activations(
         zipf: token distribution (:func:`compiler.lab.features.stages.sample_ids`).
         progress: show a progress bar.
         write: False measures generation only (nothing is written).
+        inputs: ``[n, max_seq_len + 1]`` token ids (e.g. :func:`~compiler.lab.features.stages.sample_ids`)
+            to stream instead of sampling: every real position of every input, in order. An
+            evaluation set streamed this way is the data its ground truth is profiled on, so
+            the splice checks on the same inputs meet no feature the truth lacks.
 
     Returns:
         A :class:`StreamReport`.
 
     Raises:
-        LabError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive, or
-            :func:`~compiler.lab.features.dictionary.true_dictionary` refuses ``site`` or ``projection``.
+        LabError: ``tokens``, ``batch_inputs`` or ``shard_tokens`` is not positive, both or
+            neither of ``tokens`` and ``inputs`` are given, ``inputs`` is not a batch of this
+            model's inputs, or :func:`~compiler.lab.features.dictionary.true_dictionary` refuses
+            ``site`` or ``projection``.
     """
     batch_inputs = default_batch(compiled) if batch_inputs is None else batch_inputs
-    for name, value in (("tokens", tokens), ("batch_inputs", batch_inputs), ("shard_tokens", shard_tokens)):
+    if (tokens is None) == (inputs is None):
+        raise LabError("stream_activations: give exactly one of tokens (sampled inputs) and inputs (given ones)")
+    if inputs is None:
+        total = int(tokens or 0)
+    else:
+        inputs = np.asarray(inputs)
+        width = compiled.config.max_seq_len + 1
+        if inputs.ndim != 2 or inputs.shape[1] != width or not np.issubdtype(inputs.dtype, np.integer):
+            raise LabError(f"stream_activations: inputs must be [n, {width}] token ids (BOS, tokens, PAD), "
+                           f"got {inputs.dtype} {inputs.shape}; draw them with sample_ids")
+        total = int(real_positions(compiled, inputs).sum())
+    for name, value in (("tokens", total), ("batch_inputs", batch_inputs), ("shard_tokens", shard_tokens)):
         if int(value) < 1:
             raise LabError(f"stream_activations: {name} must be positive, got {value}")
     folder = pathlib.Path(folder)
@@ -170,25 +188,26 @@ def stream_activations(
     buffer: list[dict[str, np.ndarray]] = []
     buffered = written = shards = batch = 0
     compute = write_time = 0.0
-    bar = tqdm(total=tokens, desc=f"activations at {site.kind} {site.index}", unit="tok", disable=not progress,
+    bar = tqdm(total=total, desc=f"activations at {site.kind} {site.index}", unit="tok", disable=not progress,
                mininterval=2)
-    while written + buffered < tokens:
+    while written + buffered < total:
         start = time.perf_counter()
-        ids = sample_ids(compiled, batch_inputs, seed=seed * 1_000_003 + batch, zipf=zipf)
+        ids = (sample_ids(compiled, batch_inputs, seed=seed * 1_000_003 + batch, zipf=zipf) if inputs is None
+               else inputs[batch * batch_inputs:(batch + 1) * batch_inputs])
         acts = compressed.activations(ids, site)
         values = exact.hidden(ids, site) if site.kind == "mlp" else exact.activations(ids, site)
         index, value, dense = codes(values)
         mask = real_positions(compiled, ids)
         part = {"activations": np.asarray(acts)[mask], "code_index": np.asarray(index)[mask],
                 "code_value": np.asarray(value)[mask], "dense_codes": np.asarray(dense)[mask]}
-        take = min(len(part["activations"]), tokens - written - buffered)
+        take = min(len(part["activations"]), total - written - buffered)
         part = {key: array[:take] for key, array in part.items()}
         compute += time.perf_counter() - start
         buffer.append(part)
         buffered += take
         batch += 1
         bar.update(take)
-        while buffered >= shard_tokens or (written + buffered >= tokens and buffered):
+        while buffered >= shard_tokens or (written + buffered >= total and buffered):
             start = time.perf_counter()
             merged = {key: np.concatenate([p[key] for p in buffer]) for key in buffer[0]}
             count = min(shard_tokens, buffered)
@@ -207,7 +226,9 @@ def stream_activations(
                 "labels": list(dictionary.labels), "dense_labels": list(dictionary.dense_labels),
                 "dropped": list(dictionary.dropped), "tokens": written,
                 "shards": [f"shard_{i:05d}.safetensors" for i in range(shards)],
-                "compressed": projection is not None, "seed": seed, "zipf": zipf, "batch_inputs": batch_inputs}
+                "compressed": projection is not None, "seed": None if inputs is not None else seed,
+                "zipf": None if inputs is not None else zipf, "given_inputs": None if inputs is None else len(inputs),
+                "batch_inputs": batch_inputs}
         atomic_write_text(folder / META, json.dumps(meta, indent=1))
     return StreamReport(folder, written, shards, compute, write_time)
 

@@ -165,3 +165,31 @@ def test_16k_copy_model_has_16k_independent_features_in_768_dimensions_and_is_ex
     scores = synthetic_scores(perfect_coder(truth), truth, batches)  # codes overlap up to 0.73 here
     for value in (scores.mcc, scores.classification.f1_score, scores.explained_variance):
         assert value == pytest.approx(1.0, abs=1e-5)
+
+
+def test_an_evaluation_set_streamed_as_given_makes_the_perfect_sae_perfect_at_any_size(stage_1k, tmp_path):
+    """Streamed with `inputs=`, the shards hold every real position of the given inputs in order,
+    so a truth profiled on them has every feature the splice on the same inputs meets: the
+    perfect SAE splices exactly even on 30 inputs."""
+    from compiler.errors import LabError
+    from compiler.lab.features.dictionary import real_positions
+
+    model, w = stage_1k.compiled, stage_1k.projection
+    site = Site("resid", len(model.config.layers))
+    dictionary = true_dictionary(model, site, w)
+    ids = sample_ids(model, 30, seed=4, zipf=1.0)
+    report = stream_activations(model, site, tmp_path, None, w, batch_inputs=16, inputs=ids, progress=False)
+    reader = ShardReader(tmp_path)
+    acts = np.concatenate([b["activations"] for b in reader.batches(4096, ("activations",))])
+    mask = real_positions(model, ids)
+    assert report.tokens == len(acts) == int(mask.sum()) and reader.meta["given_inputs"] == 30
+    np.testing.assert_allclose(acts, np.asarray(SiteRunner(model, w).activations(ids, site))[mask], atol=1e-6)
+    truth = ground_truth(dictionary, *data_profile(reader.batches(4096, ("code_index", "dense_codes")),
+                                                   dictionary.num_features))
+    assert truth.num_sparse < dictionary.num_features  # 30 inputs show only some of the features
+    refs = rasp_references(model, stage_1k.programs, ids)
+    assert spliced_accuracy(model, perfect_coder(truth), refs, site, w).sequence == 1.0
+    for tokens, inputs, message in ((100, ids, "exactly one"), (None, None, "exactly one"),
+                                    (None, ids[:, :3], r"inputs must be \[n, 5\] token ids")):
+        with pytest.raises(LabError, match=message):
+            stream_activations(model, site, tmp_path / "bad", tokens, w, inputs=inputs, progress=False)
