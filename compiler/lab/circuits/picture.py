@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 from compiler.atomic import atomic_write
+from compiler.lab.circuits.components import Component
 from compiler.lab.circuits.record import CircuitRecord
 
 DPI = 150
@@ -48,7 +49,7 @@ PORTS = ("q", "k", "v")
 PORT_HEIGHT = {"q": 0.14, "k": 0.0, "v": -0.14, "in": 0.0}
 OTHER = "(other)"  # the lane of a measured circuit edge that carries no s-op
 
-BLUE, RED, GREY = "#1f4e9c", "#c0392b", "#9a9a9a"
+BLUE, RED = "#1f4e9c", "#c0392b"
 NAME_SIZE, PORT_SIZE, LANE_SIZE, NOTE_SIZE, TITLE_SIZE = 7.0, 5.5, 6.0, 6.5, 9.0
 
 
@@ -74,13 +75,13 @@ def _short(name: str) -> str:
             .replace("embed tokens", "tokens").replace("embed positions", "positions"))
 
 
-def _column_key(record: CircuitRecord, name: str) -> tuple[int, int]:
-    component = next(c for c in record.components if c.name == name)
+def _column_key(component: Component, last_block: int) -> int:
+    """Column order: embeddings, then per block its heads and its MLP, then the unembedding."""
     if component.kind == "embed":
-        return (0, 0)
+        return 0
     if component.kind == "unembed":
-        return (3 + 2 * max((c.block or 0) for c in record.components), 0)
-    return (1 + 2 * (component.block or 0) + (1 if component.kind == "mlp" else 0), 0)
+        return 3 + 2 * last_block
+    return 1 + 2 * (component.block or 0) + (1 if component.kind == "mlp" else 0)
 
 
 def _lanes(record: CircuitRecord) -> tuple[_Lane, ...]:
@@ -103,9 +104,10 @@ def _lanes(record: CircuitRecord) -> tuple[_Lane, ...]:
 
 
 def _columns(record: CircuitRecord, lanes: tuple[_Lane, ...]) -> list[_Column]:
-    grouped: dict[tuple[int, int], list[str]] = {}
+    grouped: dict[int, list[str]] = {}
+    last_block = max((c.block or 0) for c in record.components)
     for component in record.components:
-        grouped.setdefault(_column_key(record, component.name), []).append(component.name)
+        grouped.setdefault(_column_key(component, last_block), []).append(component.name)
     tapped = {dst for lane in lanes for dst, _ in lane.dots}
     sources = {lane.source for lane in lanes}
     columns = []
@@ -152,6 +154,12 @@ def draw(record: CircuitRecord, path: str | os.PathLike | None = None, title: st
     bands = _bands(columns)
     column_of = {name: i for i, column in enumerate(columns) for name in column.names}
     band_of = {i: b for b, indices in enumerate(bands) for i in indices}
+    kind_of = {c.name: c.kind for c in record.components}
+
+    def port_band(port: str) -> int:
+        return band_of[column_of[port.rsplit(".", 1)[0]]]
+
+    last_band = {(lane.source, lane.sop): max(port_band(dst) for dst, _ in lane.dots) for lane in lanes}
     in_circuit = {e.src for e, on in zip(record.edges, record.circuit) if on} | {
         e.dst.rsplit(".", 1)[0] for e, on in zip(record.edges, record.circuit) if on}
 
@@ -192,8 +200,7 @@ def draw(record: CircuitRecord, path: str | os.PathLike | None = None, title: st
         boxes_bottom = top - stack * BOX_H - (stack - 1) * STACK_GAP
 
         # lanes alive in this band, the latest source nearest the boxes
-        alive = [lane for lane in lanes if band_of[column_of[lane.source]] <= b
-                 and max(band_of[column_of[dst.rsplit(".", 1)[0]]] for dst, _ in lane.dots) >= b]
+        alive = [lane for lane in lanes if band_of[column_of[lane.source]] <= b <= last_band[(lane.source, lane.sop)]]
         lane_y = {(lane.source, lane.sop): boxes_bottom - LANES_BELOW_BOXES - LANE * k
                   for k, lane in enumerate(reversed(alive))}
         bottom = boxes_bottom - LANES_BELOW_BOXES - LANE * max(len(alive) - 1, 0)
@@ -205,7 +212,7 @@ def draw(record: CircuitRecord, path: str | os.PathLike | None = None, title: st
             ax.add_patch(FancyBboxPatch((cx - BOX_W / 2, y - BOX_H / 2), BOX_W, BOX_H, boxstyle="round,pad=0.01",
                                         fc="#dce8f7" if active else "#f2f2f2", ec=BLUE if active else "#aaaaaa",
                                         lw=1.2 if active else 0.7, zorder=3, clip_on=False))
-            head = " H" in _short(name)
+            head = kind_of[name] == "head"
             text(cx + (0.05 if head else 0.0), y, _short(name), ha="center", va="center", fontsize=NAME_SIZE,
                  weight="bold" if active else "normal", zorder=4)
             if head:
@@ -227,11 +234,10 @@ def draw(record: CircuitRecord, path: str | os.PathLike | None = None, title: st
             y = lane_y[(lane.source, lane.sop)]
             start = stub_x.get(lane.source, band_left)
             in_band = [(tap_x[dst], on) for dst, on in lane.dots if dst in tap_x]
-            runs_on = max(band_of[column_of[dst.rsplit(".", 1)[0]]] for dst, _ in lane.dots) > b
-            later_on = any(on and band_of[column_of[dst.rsplit(".", 1)[0]]] > b for dst, on in lane.dots)
-            later = any(band_of[column_of[dst.rsplit(".", 1)[0]]] > b for dst, _ in lane.dots)
+            runs_on = last_band[(lane.source, lane.sop)] > b
+            later_on = any(on and port_band(dst) > b for dst, on in lane.dots)
             end_on = band_right if later_on else max((tx for tx, on in in_band if on), default=start)
-            end = band_right if later else max(tx for tx, _ in in_band)
+            end = band_right if runs_on else max(tx for tx, _ in in_band)
             if end_on > start:
                 line([start, end_on], [y, y], True, 1)
             if end > end_on:
