@@ -9,6 +9,7 @@ variant, ablation and n, the ROC AUC of each method and the best of them; the he
 many of the n inputs produce the program's rarest output value (for detect_abc: True).
 
 Run: `python benchmarks/circuit_rare_inputs.py --example detect_abc --max-seq-len 5 --variants a,e,g`
+(`--json PATH` also saves the table with its command and machine: benchmarks/results.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from benchmarks.results import Table, add_json_argument, publish
 from compiler.examples import EXAMPLES
 from compiler.lab.circuits import SHARP, InputDistribution, acdc_scores, eap_scores, edge_patching_scores, keeps_outputs, make_variant, measured, score, setup
 from rasp import rasp
@@ -45,6 +47,7 @@ def main(argv=None) -> int:
     parser.add_argument("--inputs", type=int, default=48, help="sampled inputs of the ground truth (default 48)")
     parser.add_argument("--method-inputs", default="12,24,48", help="dataset sizes the methods see (default 12,24,48)")
     parser.add_argument("--seed", type=int, default=0)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     example = EXAMPLES[args.example]
     program, vocab, n = example.build(args.max_seq_len), tuple(example.vocab), args.max_seq_len
@@ -52,11 +55,12 @@ def main(argv=None) -> int:
     rows = distribution.tokens(vocab, n)
     rarest, odd = rare_value_inputs(program, rows)
     sizes = [int(k) for k in args.method_inputs.split(",")]
-    print(f"{args.example} at length {n}: {sum(odd)} of {len(rows)} sampled inputs output its rarest value {rarest}; "
-          f"in the first " + ", ".join(f"{k}: {sum(odd[:k])}" for k in sizes) + "\n")
-    print("| variant | ablation | circuit / edges | verified | keeps outputs | inputs | "
-          + " | ".join(f"AUROC {m}" for m in METHODS) + " | best |")
-    print("|" + "---|" * (7 + len(METHODS)))
+    caption = (f"{args.example} at length {n}: {sum(odd)} of {len(rows)} sampled inputs output its rarest value {rarest}; "
+               "in the first " + ", ".join(f"{k}: {sum(odd[:k])}" for k in sizes) + ".")
+    print(caption, flush=True)
+    columns = ("variant", "ablation", "circuit / edges", "verified", "keeps outputs", "inputs",
+               *(f"AUROC {m}" for m in METHODS), "best")
+    table_rows = []
     for variant in args.variants.split(","):
         built = make_variant(variant, program, vocab, n, seed=args.seed)
         keeps = keeps_outputs(built, program, rows)
@@ -65,9 +69,12 @@ def main(argv=None) -> int:
             for k in sizes:
                 s = m.setup if k >= args.inputs else setup(built.net, np.asarray(m.setup.ids)[:k], m.setup.ablation)
                 aucs = [score(run(s), truth).roc_auc for run in METHODS.values()]
-                print(f"| {variant} | {m.record.ablation} | {int(truth.sum())} / {truth.size} | "
-                      f"{m.record.verification.verified} | {keeps:.3f} | {k} | "
-                      + " | ".join(f"{a:.3f}" for a in aucs) + f" | {max(aucs):.3f} |", flush=True)
+                table_rows.append((variant, str(m.record.ablation), f"{int(truth.sum())} / {truth.size}",
+                                   str(m.record.verification.verified), f"{keeps:.3f}", str(k),
+                                   *(f"{a:.3f}" for a in aucs), f"{max(aucs):.3f}"))
+                print("  " + " | ".join(table_rows[-1]), flush=True)
+    print()
+    publish(Table(columns, tuple(table_rows), caption=caption), args.json)
     return 0
 
 

@@ -132,7 +132,8 @@ def _enumerated_ids(task):
     return enumerate_inputs(task.space)
 
 
-@pytest.mark.parametrize("build", [_copy_into_query, _folded_copy, _small_error_into_a_number,
+# zoo-0-7071 enumerates 18 s of inputs: slow.
+@pytest.mark.parametrize("build", [_copy_into_query, _folded_copy, pytest.param(_small_error_into_a_number, marks=pytest.mark.slow),
                                    _merged_unit_zoo_27, _merged_unit_zoo_49],
                          ids=["zoo-0-34", "fan-in-6", "zoo-0-7071", "zoo-11-27", "zoo-11-49"])
 def test_the_bound_holds_and_claims_only_exact_models(build):

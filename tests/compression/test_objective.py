@@ -47,6 +47,7 @@ def test_exact_packed_projection_has_the_lowest_exactness_loss_on_length(size):
     assert _loss(task, packed, ids, exact) < min(_loss(task, w, ids, exact) for w in wrong)
 
 
+@pytest.mark.slow  # a GD run (12 s); the default tests train GD in tests/compression/test_compression_train.py
 def test_gd_from_an_orthogonal_start_reaches_exactness_on_length_at_the_packed_width():
     # Before the pre-activation margin (LossConfig.hidden_weight) this run stalled at 84% of the
     # inputs: GD read `one` weaker instead of moving the selector-width thresholds back.
