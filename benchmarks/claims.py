@@ -61,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
+from benchmarks.results import Table, add_json_argument, publish
 from compiler import compile_rasp
 from compiler.atomic import check_target
 from compiler.errors import CausalSemanticsWarning, CompilerError
@@ -532,27 +533,45 @@ def lost_claims(task: tuple[ClaimsOptions, int], reason: str) -> ProgramClaims:
 # -- the table ---------------------------------------------------------------------------------
 
 
-def _row(label: str, configs: Sequence[ConfigResult]) -> str:
+CONFIG_COLUMNS = ("configuration", "configs", "compiled", "refused", "untested", "crash", "timeout", "claims", "wrong", "mismatch")
+
+
+def _row(label: str, configs: Sequence[ConfigResult]) -> tuple[int, ...]:
     counts = collections.Counter(c.status for c in configs)
     claims = [w for c in configs if c.status == COMPILED for w in c.claims]
     made = sum(w.status != NOT_CLAIMED for w in claims)
     wrong = sum(w.status == WRONG_CLAIM for w in claims)
     mismatches = sum(c.mismatch for c in configs)
-    return (f"  {label:22s} {len(configs):7d} {counts[COMPILED]:8d} {counts[REFUSED]:7d} {counts[UNTESTED]:8d} "
-            f"{counts[CRASH]:5d} {counts[TIMEOUT]:7d} {made:7d} {wrong:6d} {mismatches:9d}")
+    return (len(configs), counts[COMPILED], counts[REFUSED], counts[UNTESTED], counts[CRASH], counts[TIMEOUT],
+            made, wrong, mismatches)
+
+
+def config_rows(results: Sequence[ProgramClaims]) -> list[tuple[str, tuple[int, ...]]]:
+    """Per configuration and in all (the columns of `CONFIG_COLUMNS`): how the compilations
+    ended, the claims made, the wrong claims and the silent mismatches."""
+    configs = [c for r in results for c in r.configs]
+    rows = []
+    for optimize, causal in CONFIGS:
+        name = config_name(optimize, causal)
+        selected = [c for c in configs if c.name == name]
+        if selected:
+            rows.append((name, _row(name, selected)))
+    return rows + [("all", _row("all", configs))]
 
 
 def config_table(results: Sequence[ProgramClaims]) -> list[str]:
-    """Per configuration and in all: how the compilations ended, the claims made, the wrong
-    claims and the silent mismatches."""
-    lines = [f"  {'configuration':22s} {'configs':>7s} {'compiled':>8s} {'refused':>7s} {'untested':>8s} "
-             f"{'crash':>5s} {'timeout':>7s} {'claims':>7s} {'wrong':>6s} {'mismatch':>9s}"]
-    configs = [c for r in results for c in r.configs]
-    for optimize, causal in CONFIGS:
-        name = config_name(optimize, causal)
-        lines.append(_row(name, [c for c in configs if c.name == name]))
-    lines.append(_row("all", configs))
+    """`config_rows` as aligned text."""
+    widths = [22] + [max(7, len(c)) for c in CONFIG_COLUMNS[1:]]
+    lines = ["  " + " ".join(f"{c:{w}s}" if i == 0 else f"{c:>{w}s}" for i, (c, w) in enumerate(zip(CONFIG_COLUMNS, widths)))]
+    for label, counts in config_rows(results):
+        lines.append("  " + f"{label:22s} " + " ".join(f"{n:{w}d}" for n, w in zip(counts, widths[1:])))
     return lines
+
+
+def config_markdown(results: Sequence[ProgramClaims], title: str) -> Table:
+    """`config_rows` as a table for docs (thousands separated), captioned with `title`."""
+    rows = tuple((label, *(f"{n:,}" for n in counts)) for label, counts in config_rows(results))
+    return Table(CONFIG_COLUMNS, rows, caption=title)
 
 
 def projection_table(results: Sequence[ProgramClaims]) -> list[str]:
@@ -678,6 +697,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--redo", action="append", default=[], metavar="TEXT",
                         help="with --results: compute again the stored programs that mention TEXT (status, reason or witness)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_json_argument(parser)
     return parser
 
 
@@ -743,6 +763,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _compute(options, todo, args, results)
     ordered = [results[i] for i in indices]
     print(summary(ordered, time.perf_counter() - started, len(todo)))
+    if args.json:
+        random_programs = sum(r.index >= 0 for r in ordered)
+        title = (f"{random_programs:,} random programs (seed {options.seed})" if random_programs else "") + \
+                (" and " if random_programs and options.library else "") + \
+                (f"the library at sizes {', '.join(map(str, options.library_sizes))}" if options.library else "")
+        publish(config_markdown(ordered, f"Claims fuzz, {title}: configurations and claims."), args.json)
     return 1 if any(r.failed for r in ordered) else 0
 
 
