@@ -766,8 +766,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         random_programs = sum(r.index >= 0 for r in ordered)
         title = (f"{random_programs:,} random programs (seed {options.seed})" if random_programs else "") + \
-                (" and " if random_programs and options.library else "") + \
-                (f"the library at sizes {', '.join(map(str, options.library_sizes))}" if options.library else "")
+                (" and " if random_programs and options.library_sizes else "") + \
+                (f"the library at sizes {', '.join(map(str, options.library_sizes))}" if options.library_sizes else "")
         publish(config_markdown(ordered, f"Claims fuzz, {title}: configurations and claims."), args.json)
     return 1 if any(r.failed for r in ordered) else 0
 
