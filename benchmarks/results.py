@@ -54,7 +54,8 @@ QUICK_SECONDS = 60.0
 RECORDED_ENV = ("JAX_DISABLE_MOST_OPTIMIZATIONS", "JAX_ENABLE_X64", "XLA_FLAGS", "OMP_NUM_THREADS", "JAX_PLATFORMS")
 _BLOCK = re.compile(r"(?P<open><!-- result: (?P<name>[\w./-]+) -->\n)(?P<body>.*?)(?P<close><!-- /result -->)", re.S)
 
-__all__ = ["DATA", "QUICK_SECONDS", "Result", "Table", "add_json_argument", "check", "load", "publish", "render", "write_docs"]
+__all__ = ["DATA", "QUICK_SECONDS", "Result", "Table", "add_json_argument", "check", "differences", "load", "publish",
+           "quoted_names", "render", "rerun", "static_problems", "write_docs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,15 +129,15 @@ class Result:
                    argv=tuple(data.pop("argv")), **data)
 
 
-def load(name: str) -> Result:
-    """The result `docs/results/data/<name>.json`.
+def load(name: str, data: Path = DATA) -> Result:
+    """The result `<data>/<name>.json` (default docs/results/data).
 
     Raises:
       FileNotFoundError: no such result (the message names the file and the command to make it).
     """
-    path = DATA / f"{name}.json"
+    path = data / f"{name}.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path.relative_to(ROOT)}: no such result; run its benchmark with --json {path.relative_to(ROOT)}")
+        raise FileNotFoundError(f"{_shown(path)}: no such result; run its benchmark with --json {_shown(path)}")
     return Result.from_json(path.read_text(encoding="utf-8"))
 
 
@@ -203,52 +204,62 @@ def publish(table: Table, json_path: Path | None, argv: Sequence[str] | None = N
     return result
 
 
-def _docs_pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
+def _shown(path: Path) -> str:
+    """`path` relative to the repository where it lies inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def quoted_names() -> dict[str, list[Path]]:
-    """Every result name quoted in docs/, with the pages quoting it."""
+def _data(docs: Path) -> Path:
+    return docs / "results" / "data"
+
+
+def _docs_pages(docs: Path) -> list[Path]:
+    return sorted(docs.rglob("*.md"))
+
+
+def quoted_names(docs: Path = DOCS) -> dict[str, list[Path]]:
+    """Every result name quoted in the pages under `docs`, with the pages quoting it."""
     names: dict[str, list[Path]] = {}
-    for page in _docs_pages():
+    for page in _docs_pages(docs):
         for match in _BLOCK.finditer(page.read_text(encoding="utf-8")):
             names.setdefault(match["name"], []).append(page)
     return names
 
 
-def write_docs() -> list[Path]:
-    """Rewrite every result block in docs/ from its JSON file; returns the pages changed.
+def write_docs(docs: Path = DOCS) -> list[Path]:
+    """Rewrite every result block under `docs` from its JSON file; returns the pages changed.
 
     Raises:
       FileNotFoundError: a block names a result that has no JSON file.
     """
     changed = []
-    for page in _docs_pages():
+    for page in _docs_pages(docs):
         text = page.read_text(encoding="utf-8")
-        new = _BLOCK.sub(lambda m: m["open"] + render(load(m["name"])) + m["close"], text)
+        new = _BLOCK.sub(lambda m: m["open"] + render(load(m["name"], _data(docs))) + m["close"], text)
         if new != text:
             atomic_write_text(page, new)
             changed.append(page)
     return changed
 
 
-def _static_problems() -> list[str]:
+def static_problems(docs: Path = DOCS) -> list[str]:
+    """Blocks that differ from their JSON file or name none, and JSON files no page quotes."""
     problems = []
-    quoted = quoted_names()
-    for page in _docs_pages():
+    quoted = quoted_names(docs)
+    for page in _docs_pages(docs):
         for match in _BLOCK.finditer(page.read_text(encoding="utf-8")):
-            where = f"{page.relative_to(ROOT)}: block {match['name']}"
+            where = f"{_shown(page)}: block {match['name']}"
             try:
-                expected = render(load(match["name"]))
+                expected = render(load(match["name"], _data(docs)))
             except FileNotFoundError as error:
                 problems.append(f"{where}: {error}")
                 continue
             if match["body"] != expected:
                 problems.append(f"{where} differs from its JSON file (edited by hand?); `python -m benchmarks.results` rewrites it")
-    for path in sorted(DATA.rglob("*.json")):
-        name = path.relative_to(DATA).with_suffix("").as_posix()
+    for path in sorted(_data(docs).rglob("*.json")):
+        name = path.relative_to(_data(docs)).with_suffix("").as_posix()
         if name not in quoted:
-            problems.append(f"{path.relative_to(ROOT)} is quoted by no docs page; quote it or delete it")
+            problems.append(f"{_shown(path)} is quoted by no docs page; quote it or delete it")
     return problems
 
 
@@ -295,7 +306,7 @@ def check(rerun_quick: bool = True, only: Sequence[str] = ()) -> list[str]:
       rerun_quick: also re-run the quick results and compare their cells.
       only: re-run just these result names (default: every quick one).
     """
-    problems = _static_problems()
+    problems = static_problems()
     if not rerun_quick:
         return problems
     for name in sorted(quoted_names()):
