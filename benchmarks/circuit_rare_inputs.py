@@ -57,7 +57,6 @@ def main(argv=None) -> int:
     sizes = [int(k) for k in args.method_inputs.split(",")]
     caption = (f"{args.example} at length {n}: {sum(odd)} of {len(rows)} sampled inputs output its rarest value {rarest}; "
                "in the first " + ", ".join(f"{k}: {sum(odd[:k])}" for k in sizes) + ".")
-    print(caption, flush=True)
     columns = ("variant", "ablation", "circuit / edges", "verified", "keeps outputs", "inputs",
                *(f"AUROC {m}" for m in METHODS), "best")
     table_rows = []

@@ -536,7 +536,7 @@ def lost_claims(task: tuple[ClaimsOptions, int], reason: str) -> ProgramClaims:
 CONFIG_COLUMNS = ("configuration", "configs", "compiled", "refused", "untested", "crash", "timeout", "claims", "wrong", "mismatch")
 
 
-def _row(label: str, configs: Sequence[ConfigResult]) -> tuple[int, ...]:
+def _row(configs: Sequence[ConfigResult]) -> tuple[int, ...]:
     counts = collections.Counter(c.status for c in configs)
     claims = [w for c in configs if c.status == COMPILED for w in c.claims]
     made = sum(w.status != NOT_CLAIMED for w in claims)
@@ -550,13 +550,8 @@ def config_rows(results: Sequence[ProgramClaims]) -> list[tuple[str, tuple[int, 
     """Per configuration and in all (the columns of `CONFIG_COLUMNS`): how the compilations
     ended, the claims made, the wrong claims and the silent mismatches."""
     configs = [c for r in results for c in r.configs]
-    rows = []
-    for optimize, causal in CONFIGS:
-        name = config_name(optimize, causal)
-        selected = [c for c in configs if c.name == name]
-        if selected:
-            rows.append((name, _row(name, selected)))
-    return rows + [("all", _row("all", configs))]
+    names = [config_name(optimize, causal) for optimize, causal in CONFIGS]
+    return [(name, _row([c for c in configs if c.name == name])) for name in names] + [("all", _row(configs))]
 
 
 def config_table(results: Sequence[ProgramClaims]) -> list[str]:
@@ -764,11 +759,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ordered = [results[i] for i in indices]
     print(summary(ordered, time.perf_counter() - started, len(todo)))
     if args.json:
-        random_programs = sum(r.index >= 0 for r in ordered)
-        title = (f"{random_programs:,} random programs (seed {options.seed})" if random_programs else "") + \
-                (" and " if random_programs and options.library_sizes else "") + \
-                (f"the library at sizes {', '.join(map(str, options.library_sizes))}" if options.library_sizes else "")
-        publish(config_markdown(ordered, f"Claims fuzz, {title}: configurations and claims."), args.json)
+        runs = [f"{options.programs:,} random programs (seed {options.seed})"] if options.programs else []
+        runs += [f"the library at sizes {', '.join(map(str, options.library_sizes))}"] if options.library_sizes else []
+        publish(config_markdown(ordered, f"Claims fuzz, {' and '.join(runs)}: configurations and claims."), args.json)
     return 1 if any(r.failed for r in ordered) else 0
 
 

@@ -272,11 +272,9 @@ def rerun(result: Result, timeout: float = 600.0) -> Result:
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / "result.json"
         argv = list(result.argv)
-        where = argv.index("--json") if "--json" in argv else None
-        if where is None:
-            argv += ["--json", str(target)]
-        else:
-            argv[where + 1] = str(target)
+        if "--json" in argv:  # the recorded target is replaced, never overwritten
+            del argv[argv.index("--json"):argv.index("--json") + 2]
+        argv += ["--json", str(target)]
         env = {**{k: v for k, v in os.environ.items() if k not in RECORDED_ENV}, **result.env}
         done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
         # A benchmark may exit non-zero to report what it found (a timeout, a wrong claim) and

@@ -23,12 +23,11 @@ def _result(rows: tuple[tuple[str, ...], ...] = (("reverse", "34", "1.2"),)) -> 
                   commit="abc1234", date="2026-12-03", machine="2 CPUs", wall_seconds=3.0, cpu_seconds=4.0)
 
 
-def _docs_tree(tmp_path: Path, result: Result, body: str | None = None) -> Path:
+def _docs_tree(tmp_path: Path, result: Result) -> Path:
     docs = tmp_path / "docs"
     (docs / "results" / "data").mkdir(parents=True)
     (docs / "results" / "data" / "t.json").write_text(result.to_json(), encoding="utf-8")
-    block = render(result) if body is None else body
-    (docs / "page.md").write_text(f"# Page\n\n<!-- result: t -->\n{block}<!-- /result -->\n\nAfter.\n", encoding="utf-8")
+    (docs / "page.md").write_text(f"# Page\n\n<!-- result: t -->\n{render(result)}<!-- /result -->\n\nAfter.\n", encoding="utf-8")
     return docs
 
 
