@@ -21,11 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 import numpy as np
 from tqdm import tqdm
 
+from benchmarks.results import Table, add_json_argument, publish
 from compiler.examples import EXAMPLES
 from compiler.fuzzing.driver import SETTINGS
 from compiler.fuzzing.program_spec import build
@@ -118,16 +121,21 @@ def _worst_best(group: list[dict], keys: list[str]) -> str:
     return f"{value:.3f} ({case})"
 
 
-def table(rows: list[dict], method_inputs: int) -> str:
+TIMINGS = ("s/model (median)", "CPU s/model (median)")
+
+
+def table(rows: list[dict], method_inputs: int, caption: str = "") -> Table:
+    """Per variant and ablation: verification rate, each method's mean and minimum AUROC, the
+    best method, the variant's accuracy and kept outputs, and the median seconds per model."""
     keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
     keys = [k for k in keys if any(k in r for r in rows)]
-    lines = ["| variant | ablation | models | verified | " + " | ".join(f"AUROC {k} mean / min" for k in keys)
-             + f" | best mean | best mean @{method_inputs} | best @{method_inputs} min (model) | accuracy (min) "
-             "| keeps outputs (min, measured of) | s/model (median) | CPU s/model (median) |",
-             "|" + "---|" * (11 + len(keys))]
+    columns = ("variant", "ablation", "models", "verified", *(f"AUROC {k} mean / min" for k in keys), "best mean",
+               f"best mean @{method_inputs}", f"best @{method_inputs} min (model)", "accuracy (min)",
+               "keeps outputs (min, measured of)", *TIMINGS)
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["variant"], row["ablation"]), []).append(row)
+    lines = []
     for (variant, ablation), group in groups.items():
         cells = []
         means = []
@@ -146,10 +154,9 @@ def table(rows: list[dict], method_inputs: int) -> str:
         accuracy = f"{min(accuracies):.3f}" if accuracies else "exact"
         kept = [r["keeps"] for r in group if r.get("keeps") is not None]
         keeps = f"{min(kept):.3f} ({len(kept)} of {len(group)})" if kept else "not measured"
-        lines.append(f"| {variant} | {ablation} | {len(group)} | {verified}/{len(group)} | " + " | ".join(cells)
-                     + f" | {np.nanmax(means):.3f} | {np.nanmax(small) if small else float('nan'):.3f} | {worst} | {accuracy} | {keeps} "
-                     f"| {seconds:.1f} | {cpu} |")
-    return "\n".join(lines)
+        lines.append((variant, ablation, str(len(group)), f"{verified}/{len(group)}", *cells, f"{np.nanmax(means):.3f}",
+                      f"{np.nanmax(small) if small else float('nan'):.3f}", worst, accuracy, keeps, f"{seconds:.1f}", cpu))
+    return Table(columns, tuple(lines), timings=TIMINGS, caption=caption)
 
 
 def main(argv=None) -> int:
@@ -166,13 +173,15 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=Path, help="append one JSON line per result here; (case, variant) pairs "
                         "already there are not run again (a stopped run resumes) but count towards --fuzz")
     parser.add_argument("--table", type=Path, help="only print the table of the rows in this JSON lines file")
+    add_json_argument(parser)
     parser.add_argument("--jax-cache", type=Path, help="keep compiled XLA programs in this folder and reuse those found "
                         "there (`compiler.model.jit_cache`): a resumed or repeated run compiles nothing it compiled before")
     args = parser.parse_args(argv)
     if args.jax_cache:
         enable_compilation_cache(args.jax_cache)
     if args.table:
-        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()], args.method_inputs))
+        stored = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
+        publish(table(stored, args.method_inputs), args.json)
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]  # --sizes "": random programs only
     only = set(args.only.split(",")) if args.only else None
@@ -201,10 +210,10 @@ def main(argv=None) -> int:
             if args.rows:
                 with args.rows.open("a") as handle:
                     handle.writelines(json.dumps(r) + "\n" for r in new)
-    print(table(rows, args.method_inputs))
-    print(f"\n{len(failures)} (case, variant) pairs not built:")
-    for line in failures:
-        print("  " + line)
+    skipped = "; ".join(failures) if failures else "none"
+    caption = (f"{len({r['case'] for r in rows})} cases, ground truth on {args.inputs} sampled inputs (seed {args.seed}), "
+               f"methods also on the first {args.method_inputs}. (case, variant) pairs not built: {skipped}.")
+    publish(table(rows, args.method_inputs, caption), args.json)
     return 0
 
 

@@ -7,34 +7,47 @@ block per iteration, the graph optimisation passes on). Columns: stored paramete
 ones, stored layers and layers executed per forward pass, the residual width (d_model), the
 model file's bytes (`compiler.io.files.model_bytes`, dense and sparse storage) and the compile seconds
 (one run each: timings on a shared machine are noisy, the sizes are exact). The last column
-checks that both models decode the same outputs on 50 random inputs. `--loop-only N` compiles
-only the loop at sizes >= N (the unrolled addition at 64 would store about half a GB); its row
-then checks the loop against the RASP evaluator on the same 50 inputs instead.
+checks that both models decode the same outputs on 50 random inputs. `--loop-only PROGRAM:N`
+(or `N` for every program) compiles only the loop of PROGRAM at sizes >= N (the unrolled addition
+at 64 would store about half a GB); its loop row then checks the loop against the RASP evaluator
+on the same 50 inputs instead, and its unrolled row says "not run".
 
-    python -m benchmarks.loops
-    python -m benchmarks.loops --sizes 16 32 64 --programs parity_loop
-    python -m benchmarks.loops --sizes 64 --programs addition_loop --loop-only 64
+    python benchmarks/loops.py --sizes 16 32 64 --loop-only addition_loop:64
+    python benchmarks/loops.py --sizes 16 32 --programs parity_loop
+
+(`--json PATH` also saves the table with its command and machine: benchmarks/results.py.)
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.results import Table, add_json_argument, publish
 from compiler.compiling import compile_rasp
 from compiler.examples import LOOP_EXAMPLES
 from compiler.io.files import model_bytes
 from compiler.model.weights import parameter_counts
+from rasp.expressions import Loop
 
 PROGRAMS = tuple(LOOP_EXAMPLES)
 COLUMNS = ("program", "n", "compile", "params", "nonzero", "layers", "executed", "d_model", "dense file", "sparse file", "s")
+HEADERS = ("program", "max_seq_len", "compile", "parameters", "non-zero", "layers stored", "layers run", "d_model",
+           "file (dense)", "file (sparse)", "compile s", "same outputs")
+NUMBERS = ("params", "nonzero", "dense file", "sparse file")  # printed with thousands separators
 
 
 def measure(name: str, max_seq_len: int, unrolled: bool) -> tuple[dict, object]:
     """One row of the table, and the model (to compare outputs)."""
     example = LOOP_EXAMPLES[name]
     loop = example.build(max_seq_len)
+    if not isinstance(loop, Loop):
+        raise TypeError(f"{name} builds a {type(loop).__name__}, not a Loop")
     program = loop.unrolled() if unrolled else loop
     start = time.perf_counter()
     model = compile_rasp(program, set(example.vocab), max_seq_len)
@@ -76,29 +89,54 @@ def matches_evaluator(name: str, max_seq_len: int, model, count: int = 50) -> bo
     return decoded == [loop(tokens[1:]) for tokens in inputs]
 
 
+def _cells(row: dict, same: str) -> tuple[str, ...]:
+    """A measured row as the table prints it."""
+    return (*(f"{row[key]:,}" if key in NUMBERS else str(row[key]) for key in COLUMNS), same)
+
+
+def _loop_only(text: str) -> tuple[str | None, int]:
+    """`PROGRAM:N` (or `N`: every program) of `--loop-only`."""
+    name, _, size = text.rpartition(":")
+    if name and name not in PROGRAMS:
+        raise argparse.ArgumentTypeError(f"unknown loop program {name!r} (one of {', '.join(PROGRAMS)})")
+    try:
+        return name or None, int(size)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not PROGRAM:N or N") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32], help="max_seq_len values")
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=PROGRAMS, help="loop programs")
-    parser.add_argument("--loop-only", type=int, metavar="N",
-                        help="at max_seq_len >= N compile only the loop (checked against the evaluator)")
+    parser.add_argument("--loop-only", type=_loop_only, nargs="+", default=[], metavar="PROGRAM:N",
+                        help="at max_seq_len >= N compile only the loop of PROGRAM (N alone: every program), "
+                             "checked against the evaluator")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
-    print(" | ".join(COLUMNS) + " | same outputs")
+    rows: list[tuple[str, ...]] = []
+    notes = []
     for name in args.programs:
         for size in args.sizes:
             loop_row, loop_model = measure(name, size, unrolled=False)
-            if args.loop_only is not None and size >= args.loop_only:
-                same = matches_evaluator(name, size, loop_model)
-                print(" | ".join(str(loop_row[key]) for key in COLUMNS) + f" | {'yes' if same else 'NO'} (evaluator)",
-                      flush=True)
+            if any(program in (None, name) and size >= limit for program, limit in args.loop_only):
+                agrees = matches_evaluator(name, size, loop_model)
+                rows.append(_cells(loop_row, "yes (evaluator)" if agrees else "NO (evaluator)"))
+                rows.append((name, str(size), "unrolled", "not run", *("-" for _ in HEADERS[4:])))
+                print(" | ".join(rows[-2]), flush=True)
                 continue
             flat_row, flat_model = measure(name, size, unrolled=True)
-            same = same_outputs(name, size, loop_model, flat_model)
-            for row in (loop_row, flat_row):
-                print(" | ".join(str(row[key]) for key in COLUMNS) + f" | {'yes' if same else 'NO'}", flush=True)
+            same = "yes" if same_outputs(name, size, loop_model, flat_model) else "NO"
+            rows += [_cells(loop_row, same), _cells(flat_row, same)]
+            print(" | ".join(rows[-2]) + "\n" + " | ".join(rows[-1]), flush=True)
             dense, sparse = (flat_row[key] / loop_row[key] for key in ("dense file", "sparse file"))
-            print(f"{name} n={size}: unrolled / loop file bytes = {dense:.1f}x dense, {sparse:.1f}x sparse", flush=True)
-    return 0
+            notes.append(f"{name} {size}: {dense:.1f}x dense, {sparse:.1f}x sparse")
+    caption = ("Loop compiled with one tied block against `compile_rasp(loop.unrolled())`; file bytes of "
+               "`compiler.io.files.model_bytes`; same outputs on 50 random inputs per size. Unrolled / loop file bytes: "
+               + "; ".join(notes) + ".")
+    print()
+    publish(Table(HEADERS, tuple(rows), timings=("compile s",), caption=caption), args.json)
+    return 0 if all("NO" not in row[-1] for row in rows) else 1
 
 
 if __name__ == "__main__":

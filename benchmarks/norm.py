@@ -22,6 +22,9 @@ compiled with `norm=None`, `"layernorm"` and `"rmsnorm"`:
     python benchmarks/norm.py --sizes 5,10,25 --inputs 300
     python benchmarks/norm.py --sizes 5,10 --huggingface --hf-inputs 500
     python benchmarks/norm.py --sizes 5,10 --huggingface --packed --hf-inputs 500
+
+`--json PATH` (not with `--huggingface`) also saves the cost table, with the exactness totals in
+its caption, and its command and machine (benchmarks/results.py).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.results import Table, add_json_argument, publish
 from compiler import compile_rasp
 from compiler.errors import CausalSemanticsWarning
 from compiler.examples import CATALOGUE
@@ -94,8 +98,16 @@ def exactness(model: Any, program: Any, inputs: Sequence[list]) -> tuple[int, in
     return checked, wrong, worst
 
 
-def cost_and_exactness(sizes: Sequence[int], count: int) -> list[str]:
-    """The cost table and the exactness table (module docstring)."""
+COST_COLUMNS = ("program", "size", "D", "layers", "non-zeros", "x non-zeros (LN / RMS)")
+
+
+def cost_and_exactness(sizes: Sequence[int], count: int) -> tuple[list[str], Table]:
+    """The printed cost and exactness tables, and the cost table to publish, its caption the
+    exactness totals (module docstring)."""
+    rows: list[tuple[str, ...]] = []
+    checked_all = wrong_all = 0
+    worst_all: tuple[float, str] = (0.0, "")
+    anchors: dict[str, list[float]] = {norm: [] for norm in NORMS[1:] if norm is not None}
     cost = [f"{'program':16s} {'size':>4s}  {'D':>15s}  {'layers':>8s}  {'non-zeros':>24s}  {'x nnz (LN, RMS)':>15s}"]
     exact = [f"{'program':16s} {'size':>4s} {'norm':9s} {'inputs':>6s} {'wrong':>5s} {'worst num. err':>14s} "
              f"{'spread':>8s} {'anchor':>8s} {'s':>6s}"]
@@ -111,15 +123,27 @@ def cost_and_exactness(sizes: Sequence[int], count: int) -> list[str]:
             nnz = [parameter_counts(models[n])[1] for n in NORMS]
             ratios = f"{nnz[1] / nnz[0]:.2f} {nnz[2] / nnz[0]:.2f}"
             cost.append(f"{name:16s} {size:4d}  {dims:>15s}  {layers:>8s}  {'/'.join(map(str, nnz)):>24s}  {ratios:>15s}")
+            rows.append((name, str(size), dims, layers, "/".join(map(str, nnz)), ratios.replace(" ", " / ")))
             for norm in NORMS[1:]:
                 model = models[norm]
                 started = time.perf_counter()
                 checked, wrong, worst = exactness(model, CATALOGUE[name].build(size), _inputs(model, count))
                 spec = model.config.norm
+                where = f"{name} at {size}/{size} with {norm}"
+                checked_all, wrong_all = checked_all + checked, wrong_all + wrong
+                worst_all = max(worst_all, (worst, where))
+                anchors[norm].append(spec.anchor)
                 exact.append(f"{name:16s} {size:4d} {norm:9s} {checked:6d} {wrong:5d} {worst:14.2e} {spec.spread:8.1e} "
                              f"{spec.anchor:8.0f} {seconds[norm] + time.perf_counter() - started:6.1f}")
             print(cost[-1], flush=True)
-    return ["cost (plain / layernorm / rmsnorm):", *cost, "", "exactness against RASP:", *exact]
+    compiles = len(rows) * (len(NORMS) - 1)
+    caption = (f"D residual width, executed layers, non-zero parameters (plain / LayerNorm / RMSNorm) and the "
+               f"normalised non-zeros' ratio to the plain compile. Exactness: {compiles} normalised compiles decoded "
+               f"{checked_all:,} inputs (up to {count} distinct random ones each), {wrong_all} of them unlike "
+               f"`rasp.evaluate`; worst relative error of a numerical output {worst_all[0]:.2e} ({worst_all[1]}); anchor "
+               + ", ".join(f"{min(a):,.0f}-{max(a):,.0f} ({norm})" for norm, a in anchors.items()) + ".")
+    lines = ["cost (plain / layernorm / rmsnorm):", *cost, "", "exactness against RASP:", *exact]
+    return lines, Table(COST_COLUMNS, tuple(rows), caption=caption)
 
 
 def huggingface_parity(sizes: Sequence[int], count: int, packed: bool = False) -> list[str]:
@@ -184,12 +208,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--huggingface", action="store_true", help="only the Hugging Face table")
     parser.add_argument("--hf-inputs", type=int, default=500, help="random inputs past the first size")
     parser.add_argument("--packed", action="store_true", help="with --huggingface: compressed checkpoints")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.packed and not args.huggingface:
         parser.error("--packed compresses the Hugging Face checkpoints; give it with --huggingface")
-    lines = huggingface_parity(args.sizes, args.hf_inputs, args.packed) if args.huggingface else cost_and_exactness(args.sizes,
-                                                                                                      args.inputs)
-    print("\n".join(lines))
+    if args.json is not None and args.huggingface:
+        parser.error("--json saves the cost table; leave out --huggingface")
+    if args.huggingface:
+        lines = huggingface_parity(args.sizes, args.hf_inputs, args.packed)
+        print("\n".join(lines))
+    else:
+        lines, table = cost_and_exactness(args.sizes, args.inputs)
+        print("\n".join(lines) + "\n")
+        publish(table, args.json)
     failed = [line for line in lines[1:] if line.split() and line.split()[0] in CATALOGUE and _failed(line, args)]
     return 1 if failed else 0
 

@@ -55,7 +55,7 @@ RECORDED_ENV = ("JAX_DISABLE_MOST_OPTIMIZATIONS", "JAX_ENABLE_X64", "XLA_FLAGS",
 _BLOCK = re.compile(r"(?P<open><!-- result: (?P<name>[\w./-]+) -->\n)(?P<body>.*?)(?P<close><!-- /result -->)", re.S)
 
 __all__ = ["DATA", "QUICK_SECONDS", "Result", "Table", "add_json_argument", "check", "differences", "load", "publish",
-           "quoted_names", "render", "rerun", "static_problems", "write_docs"]
+           "quoted_names", "render", "reproduction_problems", "rerun", "static_problems", "write_docs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,6 +297,28 @@ def differences(recorded: Table, fresh: Table) -> list[str]:
     return problems
 
 
+def reproduction_problems(name: str) -> list[str]:
+    """How a fresh run of quoted result `name` differs from its JSON file (empty when it
+    reproduces; a result slower than `QUICK_SECONDS` is not re-run and has none).
+
+    Raises:
+      FileNotFoundError: `name` has no JSON file.
+    """
+    result = load(name)
+    if not result.quick:
+        print(f"  {name}: not re-run ({result.wall_seconds:.0f} s recorded > {QUICK_SECONDS:.0f} s)", flush=True)
+        return []
+    started = time.perf_counter()
+    try:
+        fresh = rerun(result)
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        return [f"{name}: {error}"]
+    found = differences(result.table, fresh.table)
+    print(f"  {name}: re-run in {time.perf_counter() - started:.0f} s, "
+          f"{'reproduced' if not found else f'{len(found)} differences'}", flush=True)
+    return [f"{name}: {text}" for text in found]
+
+
 def check(rerun_quick: bool = True, only: Sequence[str] = ()) -> list[str]:
     """Every problem with the quoted results (empty when all hold); see the module docstring.
 
@@ -311,22 +333,9 @@ def check(rerun_quick: bool = True, only: Sequence[str] = ()) -> list[str]:
         if only and name not in only:
             continue
         try:
-            result = load(name)
+            problems += reproduction_problems(name)
         except FileNotFoundError:
             continue  # reported by the static part
-        if not result.quick:
-            print(f"  {name}: not re-run ({result.wall_seconds:.0f} s recorded > {QUICK_SECONDS:.0f} s)", flush=True)
-            continue
-        started = time.perf_counter()
-        try:
-            fresh = rerun(result)
-        except (RuntimeError, subprocess.TimeoutExpired) as error:
-            problems.append(f"{name}: {error}")
-            continue
-        found = differences(result.table, fresh.table)
-        problems += [f"{name}: {text}" for text in found]
-        print(f"  {name}: re-run in {time.perf_counter() - started:.0f} s, "
-              f"{'reproduced' if not found else f'{len(found)} differences'}", flush=True)
     return problems
 
 

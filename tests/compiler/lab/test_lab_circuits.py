@@ -18,7 +18,7 @@ from compiler.examples import EXAMPLES
 from compiler.lab.circuits.ablation import InputDistribution
 from compiler.lab.circuits.components import Component, MLPLayer, Network, Port, network
 from compiler.lab.circuits.measure import measure_circuit, setup
-from compiler.lab.circuits.methods import EAP_FLOOR, SHARP, _floored, eap_scores, edge_patching_scores
+from compiler.lab.circuits.methods import SCORE_FLOOR, SHARP, eap_scores, edge_patching_scores, floored
 from compiler.lab.circuits.patching import forward, source_outputs
 from compiler.lab.circuits.pipeline import measured
 from compiler.lab.circuits.record import CircuitRecord
@@ -396,27 +396,37 @@ def test_auto_circuit_scores_the_export():
     assert scores.shape == (len(record.edges),) and np.all(np.isfinite(scores)) and scores.max() > 0
 
 
-def test_eap_counts_scores_at_float_rounding_level_as_zero():
-    """Scores below EAP_FLOOR of the largest (float32 rounding of an exactly-zero first-order
-    effect) become 0, so they tie; the rest keep their values."""
-    raw = np.asarray([15.9, 2.37, 9.5e-6, 4.8e-7, 0.0, 15.9 * EAP_FLOOR])
-    np.testing.assert_array_equal(_floored(raw), [15.9, 2.37, 0.0, 0.0, 0.0, 15.9 * EAP_FLOOR])
-    assert _floored(np.zeros(0)).size == 0
+def test_scores_at_float_rounding_level_count_as_zero():
+    """Scores below SCORE_FLOOR of the largest (float32 rounding of an exactly-zero effect)
+    become 0, so they tie; the rest keep their values. Where every score is rounding, the unit
+    (a whole change of the output) sets the floor; negative divergences are rounding too."""
+    raw = np.asarray([15.9, 2.37, 9.5e-6, 4.8e-7, 0.0, 15.9 * SCORE_FLOOR])
+    np.testing.assert_array_equal(floored(raw), [15.9, 2.37, 0.0, 0.0, 0.0, 15.9 * SCORE_FLOOR])
+    np.testing.assert_array_equal(floored(raw, unit=1000.0), [15.9, 2.37, 0.0, 0.0, 0.0, 0.0])
+    noise = np.asarray([4.05e-9, 1.7e-9, -3e-10, 0.0])
+    np.testing.assert_array_equal(floored(noise), [4.05e-9, 1.7e-9, 0.0, 0.0])
+    np.testing.assert_array_equal(floored(noise, unit=1.0), np.zeros(4))
+    assert floored(np.zeros(0)).size == 0
 
 
 @pytest.mark.slow
-def test_eap_scores_the_same_under_every_xla_optimisation_level(tmp_path):
-    """detect_abc 5, variant e, EAP on 12 inputs: before the floor its AUROC under mean ablation
-    was 0.993 with XLA's optimisations and 0.875 without; now both runs give the same scores."""
-    script = tmp_path / "eap.py"
+def test_method_scores_the_same_under_every_xla_optimisation_level(tmp_path):
+    """detect_abc 5, variant e, every method on 12 inputs under each ablation: before the floor
+    EAP's AUROC under mean ablation was 0.993 with XLA's optimisations and 0.875 without, and
+    patching's moved between runs; now both levels give the same zero scores and the same rest,
+    to float32 rounding."""
+    script = tmp_path / "methods.py"
     script.write_text(
         "import sys, numpy as np\n"
         "from compiler.examples import CATALOGUE\n"
-        "from compiler.lab.circuits import ABLATIONS, InputDistribution, eap_scores, make_variant, measured, setup\n"
+        "from compiler.lab.circuits import (ABLATIONS, SHARP, InputDistribution, acdc_scores, eap_scores,\n"
+        "    edge_patching_scores, make_variant, measured, setup)\n"
         "ex = CATALOGUE['detect_abc']\n"
         "built = make_variant('e', ex.build(5), tuple(ex.vocab), 5, seed=0)\n"
-        "rows = [eap_scores(setup(built.net, np.asarray(m.setup.ids)[:12], m.setup.ablation))\n"
-        "        for m in measured(built, ex.build(5), InputDistribution(48, 0), ABLATIONS)]\n"
+        "rows = []\n"
+        "for m in measured(built, ex.build(5), InputDistribution(48, 0), ABLATIONS):\n"
+        "    s = setup(built.net, np.asarray(m.setup.ids)[:12], m.setup.ablation)\n"
+        "    rows += [eap_scores(s), edge_patching_scores(s), edge_patching_scores(s, sharpness=SHARP), acdc_scores(s)[0]]\n"
         "np.save(sys.argv[1], np.stack(rows))\n")
     found = []
     for flag in ("0", "1"):
