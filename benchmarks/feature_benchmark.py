@@ -25,6 +25,9 @@ SAELens it says so and stops after the stage table.
     python benchmarks/feature_benchmark.py --stages 1k-copy --sae-stage 1k-copy --widths packed --ks 7
     python benchmarks/feature_benchmark.py --stages "" --sae-stage 1k-copy --true-topk 4,7,14 --cache acts/
     python benchmarks/feature_benchmark.py --sae-stage 1k-copy --merge a/saes_1k-copy.json,b/saes_1k-copy.json
+
+``--seeds 0,1,2`` trains every SAE once per seed (its spread over seeds); ``--json PATH`` also
+saves the SAE table with its command and machine (benchmarks/results.py).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.results import Table, add_json_argument, publish
 from compiler.atomic import atomic_write_text
 from compiler.lab.features import (
     STAGES,
@@ -167,10 +171,12 @@ def convergence(curve: list, part: str | None = None) -> float:
 
 
 def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folder: Path, tokens: int,
-               eval_tokens: int, lr: float, warmup: int, decay: int) -> dict:
+               eval_tokens: int, lr: float, warmup: int, decay: int, seed: int = 0) -> dict:
     """Train one SAELens SAE (latents = true directions) on a training pool of ``tokens`` activations
     (``warmup`` steps of linear warm-up, the last ``decay`` steps decaying linearly to 0) and score
-    it on ``eval_tokens`` held-out activations (other inputs), spliced and causally."""
+    it on ``eval_tokens`` held-out activations (other inputs), spliced and causally. ``seed`` seeds
+    the SAE's initialisation and the order of its training batches (the activations are the same
+    for every seed)."""
     from compiler.lab.features import TorchCoder, train_sae
 
     model = stage.compiled
@@ -184,7 +190,7 @@ def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folde
     curve: list = []
     start, cpu = time.perf_counter(), time.process_time()
     sae = train_sae(train.folder, d_sae=len(truth.labels), k=k, steps=steps, batch_size=1024, lr=lr, architecture=arch,
-                    history=curve, log_every=max(1, steps // 100), warmup_steps=warmup, decay_steps=decay)
+                    history=curve, log_every=max(1, steps // 100), warmup_steps=warmup, decay_steps=decay, seed=seed)
     train_s, train_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     coder = TorchCoder(sae)
 
@@ -199,7 +205,7 @@ def sae_scores(stage: Stage, w: np.ndarray, arch: str, k: int, steps: int, folde
     spliced = spliced_accuracy(model, coder, refs, site, w).sequence
     use = causal_use(model, dictionary, coder, ids[:400], w, examples=1, truth=truth)
     perfect = synthetic_scores(perfect_coder(truth), truth, batches())
-    return {"stage": stage.spec.name, "arch": arch, "d": int(w.shape[1]), "k": k, "latents": len(truth.labels),
+    return {"stage": stage.spec.name, "arch": arch, "d": int(w.shape[1]), "k": k, "seed": seed, "latents": len(truth.labels),
             "true_l0": scores.true_l0, "sae_l0": scores.sae_l0, "dead": scores.dead_latents,
             "shrinkage": scores.shrinkage, "ev": scores.explained_variance, "mcc": scores.mcc,
             "uniqueness": scores.uniqueness, "precision": scores.classification.precision,
@@ -231,7 +237,7 @@ def write_results(out: Path, name: str, rows: list[dict]) -> None:
     # The reconstruction term where every row recorded it: the total jumps when SAELens' dead-latent
     # (auxiliary) loss starts, at step dead_feature_window = 1,000, and falls as latents revive.
     mse = all(len(point) > 3 for r in rows for point in r["curve"])
-    curves = {f"{r['arch']} d={r['d']} k={r['k']} ({r['steps']:,} steps)": [(p[0], p[3] if mse else p[1])
+    curves = {f"{r['arch']} d={r['d']} k={r['k']} seed={r.get('seed', 0)} ({r['steps']:,} steps)": [(p[0], p[3] if mse else p[1])
                                                                            for p in r["curve"]] for r in rows}
     what = "reconstruction loss" if mse else "loss"
     loss_plot(out / f"loss_{name}.png", curves, f"SAELens training {what}, {name} model",
@@ -289,6 +295,9 @@ def main() -> None:
                         help="comma-separated saes_<stage>.json files of earlier runs: write their rows together "
                              "(the JSON and both plots under --out, named by --sae-stage) and stop")
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--seeds", default="0", help="comma-separated SAE seeds (initialisation and batch order): "
+                                                     "every SAE is trained once per seed")
+    add_json_argument(parser)
     parser.add_argument("--k", type=int, default=0, help="k at every width (default: the true L0 at the last site "
                                                           "on 500 inputs, rounded)")
     parser.add_argument("--ks", default=None, help="k values of the first architecture at the stage's width "
@@ -349,13 +358,14 @@ def main() -> None:
     # the first architecture at every width, the others at the packed width, then the other k values
     runs = ([(d, archs[0], k0) for d in widths] + [(base.d, arch, k0) for arch in archs[1:]]
             + [(base.d, archs[0], k) for k in ks if k != k0])
+    seeds = [int(x) for x in args.seeds.split(",") if x]
     name = args.sae_stage
     cache = Path(args.cache) if args.cache else work
     decay = round(args.decay * args.sae_steps)
-    for d, arch, k in runs:
+    for (d, arch, k), seed in ((run, seed) for run in runs for seed in seeds):
         w = base.projection if d == base.d else packed_projection(structure, d)
         row = sae_scores(base, w, arch, k, args.sae_steps, cache / f"{name}_d{d}", args.sae_tokens, args.eval_tokens,
-                         args.lr, args.warmup, decay)
+                         args.lr, args.warmup, decay, seed)
         row["model_accuracy"] = exactness(base, 2000, w)
         row["bound_exact"] = interference_bound(structure, w).claims_exact
         row["packed_d"] = base.d
@@ -363,13 +373,36 @@ def main() -> None:
         print(json.dumps({key: value for key, value in row.items() if key != "curve"}), flush=True)
         # results so far, after every SAE: a long run stopped early keeps what it finished
         write_results(out, name, rows)
-    keys = ["arch", "d", "k", "latents", "true_l0", "sae_l0", "dead", "shrinkage", "ev", "mcc", "uniqueness",
+    keys = ["arch", "d", "k", "seed", "latents", "true_l0", "sae_l0", "dead", "shrinkage", "ev", "mcc", "uniqueness",
             "precision", "recall", "f1", "spliced", "causal", "perfect_mcc", "perfect_f1", "classes", "class_l0",
             "class_mcc", "mcc_vs_classes", "steps", "warmup", "decay", "train_s", "train_cpu_s",
             "loss_first", "loss_last", "loss_drop_last_fifth", "mse_drop_last_fifth", "model_accuracy", "bound_exact"]
     print(f"\n## SAELens SAEs on the {name} model (last residual site; scored on held-out activations)\n")
     print_table(rows, keys)
     print(f"tables, curves and plots: {out}/saes_{name}.json, recovery_{name}.png, loss_{name}.png")
+    if args.json is not None:
+        publish(sae_table(rows, name, args), args.json)
+
+
+SAE_COLUMNS = (("seed", "seed"), ("arch", "arch"), ("d", "d"), ("k", "k"), ("sae_l0", "SAE L0"), ("dead", "dead"),
+               ("shrinkage", "shrinkage"), ("ev", "explained variance"), ("mcc", "MCC"), ("uniqueness", "uniqueness"),
+               ("f1", "F1"), ("spliced", "spliced"), ("causal", "causal"), ("train_s", "train s"))
+
+
+def sae_table(rows: list[dict], stage: str, args: argparse.Namespace) -> Table:
+    """The SAE rows as a published table (`benchmarks/results.py`): the scores at three decimals,
+    the training seconds as its timing column."""
+    def cell(value) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    cells = tuple(tuple(cell(row[key]) for key, _ in SAE_COLUMNS) for row in rows)
+    first = rows[0]
+    caption = (f"SAELens SAEs on the {stage} model's last residual site (latents = the {first['latents']} true "
+               f"directions, true L0 {first['true_l0']:.2f}): {args.sae_steps} steps of 1,024 activations from a pool of "
+               f"{args.sae_tokens:,} (learning rate {args.lr:g}, {args.warmup} warm-up steps, decay over the last "
+               f"{args.decay:g} of the steps), scored on {args.eval_tokens:,} held-out activations; "
+               f"{args.torch_threads} torch thread{'s' if args.torch_threads != 1 else ''}.")
+    return Table(tuple(title for _, title in SAE_COLUMNS), cells, timings=("train s",), caption=caption)
 
 if __name__ == "__main__":
     main()
