@@ -397,10 +397,11 @@ def sae_table(rows: list[dict], stage: str, args: argparse.Namespace) -> Table:
 
     cells = tuple(tuple(cell(row[key]) for key, _ in SAE_COLUMNS) for row in rows)
     first = rows[0]
+    schedule = f"decaying linearly to 0 over the last {args.decay:.0%} of the steps" if args.decay else "constant rate"
     caption = (f"SAELens SAEs on the {stage} model's last residual site (latents = the {first['latents']} true "
                f"directions, true L0 {first['true_l0']:.2f}): {args.sae_steps} steps of 1,024 activations from a pool of "
-               f"{args.sae_tokens:,} (learning rate {args.lr:g}, {args.warmup} warm-up steps, decay over the last "
-               f"{args.decay:g} of the steps), scored on {args.eval_tokens:,} held-out activations; "
+               f"{args.sae_tokens:,} (learning rate {args.lr:g}, {args.warmup} warm-up steps, {schedule}), scored on "
+               f"{args.eval_tokens:,} held-out activations; "
                f"{args.torch_threads} torch thread{'s' if args.torch_threads != 1 else ''}.")
     return Table(tuple(title for _, title in SAE_COLUMNS), cells, timings=("train s",), caption=caption)
 
