@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.results import Table, add_json_argument, publish
 from compiler import compile_rasp
 from compiler.examples import EXAMPLES, Example
-from compiler.fuzzing.differential import sample_inputs
+from compiler.fuzzing.differential import run_model, sample_inputs
 from compiler.model.agree import same_outputs
 from rasp import rasp
 
@@ -43,14 +43,14 @@ def measure(example: Example, size: int, inputs: int, seed: int) -> tuple[tuple[
     reuse = model.residual_reuse
     if reuse is None:
         raise RuntimeError(f"{example.name}: compile_rasp(..., reuse_residual=True) returned no ResidualReuse record")
-    sample = sample_inputs(sorted(vocab, key=repr), size, inputs, seed)
+    sample = sample_inputs(vocab, size, inputs, seed)
     agreeing = 0
-    for tokens, decoded in zip(sample, model.apply_batch([["BOS"] + xs for xs in sample])):
+    for tokens, decoded in zip(sample, run_model(model, sample, "jax")):
         try:
             expected = rasp.evaluate(program, tokens)
         except rasp.RaspEvaluationError:
             expected = None
-        agreeing += expected is not None and same_outputs(decoded[1:], expected)
+        agreeing += expected is not None and same_outputs(decoded, expected)
     ratio = reuse.width_after / width
     row = (example.name, str(width), str(reuse.width_after), f"{ratio:.2f}", str(reuse.peak_alive), f"{agreeing}/{len(sample)}")
     return row, ratio

@@ -19,11 +19,12 @@ Every method's scores pass one floor (`floored`): a score below `SCORE_FLOOR` ti
 of the largest score and `score_unit` (the size of a whole change of the scored output) is
 float32 rounding, not an effect, and counts as 0. An edge whose effect is exactly 0 (a saturated
 unit, a flat softmax, an input the sample never holds) measures 0 or a few 1e-8 depending on how
-XLA fuses the computation and on the model's basis: on the reparametrised variant (e) such
-rounding, ranked as if it were signal, moved patching's AUROC on detect_abc at length 5 (mean
-ablation, 12 inputs) from 0.871 in a recorded run to 0.886 in a re-run a day later, and EAP's from 0.875 to 0.993 between optimisation levels. As
-ties they score the same under every setting. The unit matters where every effect on the sample
-is 0: the largest score is then rounding itself, and a floor relative to it alone keeps the noise.
+XLA fuses the computation, on the CPU and on the model's basis. On the reparametrised variant (e)
+such rounding, ranked as if it were signal, moved patching's AUROC on detect_abc at length 5
+(mean ablation, 12 inputs) from 0.871 in a recorded run to 0.886 in a re-run of the same commit a
+day later, and EAP's from 0.875 to 0.993 between optimisation levels. As ties they score the same
+under every setting. The unit matters where every effect on the sample is 0: the largest score
+is then rounding itself, and a floor relative to it alone keeps the noise.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def acdc_scores(s: PatchingSetup, threshold: float = 1e-3, sharpness: float = 1.
             `edge_patching_scores`).
     Returns:
         `(scores, circuit)`: `[E]` floats, each edge's growth of the divergence when it was
-        tried (0 where it shrank or where it is rounding: `floored`), and `[E]` booleans, the edges ACDC kept. Whole edges only
-        (no per-position units).
+        tried (0 where it shrank or where it is rounding: `floored`), and `[E]` booleans, the
+        edges ACDC kept. Whole edges only (no per-position units).
     """
     net = s.net
     run = lambda keep: divergence_of(s.prepared, keep, sharpness)
