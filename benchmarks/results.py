@@ -16,15 +16,17 @@ whose body is `render(result)` of `docs/results/data/circuits/rare_inputs_detect
                                             # JSON nobody quotes, or a quick result that a
                                             # fresh run does not reproduce
 
-`--check` re-runs each result whose recorded run took at most `QUICK_SECONDS` of wall time and
-compares every cell except the columns the table marks as timings (`Table.timings`): those are
-measurements of this machine at that moment, shown but not reproducible to the digit. The tests
-call the check (tests/test_results.py); `--no-rerun` keeps only the static part.
+`--check` re-runs each result whose recorded run took at most `QUICK_SECONDS` of wall time (as
+many at a time as the machine has CPUs; `--jobs` changes that) and compares every cell except
+the columns the table marks as timings (`Table.timings`): those are measurements of this machine
+at that moment, shown but not reproducible to the digit. The tests call the check
+(tests/test_results.py); `--no-rerun` keeps only the static part.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import datetime
 import json
@@ -319,23 +321,29 @@ def reproduction_problems(name: str) -> list[str]:
     return [f"{name}: {text}" for text in found]
 
 
-def check(rerun_quick: bool = True, only: Sequence[str] = ()) -> list[str]:
+def _reproduction_problems_if_stored(name: str) -> list[str]:
+    try:
+        return reproduction_problems(name)
+    except FileNotFoundError:
+        return []  # reported by the static part
+
+
+def check(rerun_quick: bool = True, only: Sequence[str] = (), jobs: int | None = None) -> list[str]:
     """Every problem with the quoted results (empty when all hold); see the module docstring.
 
     Args:
       rerun_quick: also re-run the quick results and compare their cells.
       only: re-run just these result names (default: every quick one).
+      jobs: re-runs at a time, each its own process (default: the machine's CPU count). Cells
+        do not depend on it (timings are not compared).
     """
     problems = static_problems()
     if not rerun_quick:
         return problems
-    for name in sorted(quoted_names()):
-        if only and name not in only:
-            continue
-        try:
-            problems += reproduction_problems(name)
-        except FileNotFoundError:
-            continue  # reported by the static part
+    names = [name for name in sorted(quoted_names()) if not only or name in only]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        for found in pool.map(_reproduction_problems_if_stored, names):
+            problems += found
     return problems
 
 
@@ -344,12 +352,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="check the blocks and re-run the quick results instead of writing")
     parser.add_argument("--no-rerun", action="store_true", help="with --check: only compare blocks with their JSON files")
     parser.add_argument("--only", nargs="*", default=(), metavar="NAME", help="with --check: re-run only these results")
+    parser.add_argument("--jobs", type=int, help="with --check: re-runs at a time (default: the CPU count)")
     args = parser.parse_args(argv)
     if not args.check:
         for page in write_docs():
             print(f"rewrote {page.relative_to(ROOT)}")
         return 0
-    problems = check(rerun_quick=not args.no_rerun, only=args.only)
+    problems = check(rerun_quick=not args.no_rerun, only=args.only, jobs=args.jobs)
     for problem in problems:
         print(problem)
     print(f"{len(quoted_names())} quoted results, {len(problems)} problems")

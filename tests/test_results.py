@@ -9,6 +9,8 @@ cell outside its timing columns.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,32 @@ def test_a_rerun_compares_what_the_command_saves(tmp_path):
     assert json.loads(fresh.to_json())["argv"][0] == str(script)
     changed = Result(**{**recorded.__dict__, "env": {"OMP_NUM_THREADS": "2"}})
     assert differences(recorded.table, results.rerun(changed, timeout=120).table) == ["row 1 (reverse), edges: recorded 14, now 24"]
+
+
+def test_the_check_reruns_results_side_by_side_and_reports_them_in_name_order(monkeypatch):
+    """`check(jobs=...)` re-runs several results at once; its problems come in the order of the
+    names, whichever re-run finishes first, and a result without a JSON file is left to the static
+    part."""
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def fake_reproduction(name: str) -> list[str]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2 if name == "a" else 0.05)
+        with lock:
+            running[0] -= 1
+        if name == "c":
+            raise FileNotFoundError(name)
+        return [f"{name}: differs"]
+
+    monkeypatch.setattr(results, "static_problems", lambda: ["static"])
+    monkeypatch.setattr(results, "quoted_names", lambda: {"b": [], "c": [], "a": []})
+    monkeypatch.setattr(results, "reproduction_problems", fake_reproduction)
+    assert results.check(jobs=3) == ["static", "a: differs", "b: differs"]
+    assert most[0] > 1
+    assert results.check(only=("b",), jobs=3) == ["static", "b: differs"]
 
 
 def test_every_result_block_in_the_docs_equals_its_json_and_every_json_is_quoted():

@@ -30,15 +30,17 @@ from compiler.lab.features.plots import loss_plot, recovery_plot
 from compiler.lab.features.sae import TorchCoder, train_sae
 from compiler.lab.features.sites import Site, SiteRunner, residual_sites
 from compiler.lab.features.splice import causal_use, spliced_accuracy
-from compiler.lab.features.stages import STAGES, Stage, build_stage, sample_ids
+from compiler.lab.features.stages import STAGES, CopySpec, Stage, StageSpec, build_stage, sample_ids
 from compiler.lab.features.stream import ShardReader, default_batch, dense_codes, stream_activations
 
 __all__ = [
     "STAGES",
+    "CopySpec",
     "ShardReader",
     "Site",
     "SiteRunner",
     "Stage",
+    "StageSpec",
     "TopKOf",
     "TorchCoder",
     "accuracy_of",
