@@ -167,7 +167,10 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+# When, at what cost and from which commit this process began: a result names the code it was
+# measured with, even if the checkout moves on while it runs.
 _STARTED = (time.perf_counter(), _cpu_seconds(), os.getloadavg()[0])
+_STARTED_COMMIT = _commit()
 
 
 def add_json_argument(parser: argparse.ArgumentParser) -> None:
@@ -186,7 +189,7 @@ def publish(table: Table, json_path: Path | None, argv: Sequence[str] | None = N
         relative to the repository).
 
     Returns:
-      The result, timed from the moment this module was imported.
+      The result, timed (and its commit read) from the moment this module was imported.
     """
     wall, cpu, load_at_start = _STARTED
     arguments = list(sys.argv if argv is None else argv)
@@ -195,7 +198,7 @@ def publish(table: Table, json_path: Path | None, argv: Sequence[str] | None = N
     result = Result(
         table=table, argv=tuple(arguments),
         env={key: os.environ[key] for key in RECORDED_ENV if key in os.environ},
-        commit=_commit(), date=datetime.date.today().isoformat(),
+        commit=_STARTED_COMMIT, date=datetime.date.today().isoformat(),
         machine=f"{os.cpu_count()} CPUs, load {load_at_start:.1f} at start, {platform.system()} {platform.machine()}, "
                 f"Python {platform.python_version()}",
         wall_seconds=round(time.perf_counter() - wall, 1), cpu_seconds=round(_cpu_seconds() - cpu, 1))
