@@ -22,18 +22,24 @@ full `ModelOutput`.
 
 `match` is the fraction of the `checked` random sequences (the timed batch, or `--match N`
 of them, run in batches of `--batch`) whose decoded output equals `rasp.evaluate`'s (the compiled
-model checked at the measured size).
+model checked at the measured size). `--json PATH` also saves the table with its command and
+machine (benchmarks/results.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.results import Table, add_json_argument, publish
 
 SNIPPET = r"""
 import json, resource, statistics, sys, time
@@ -118,6 +124,34 @@ def format_row(row: dict) -> str:
     return " ".join(cells) + (f"  {row['note']}" if "note" in row else "")
 
 
+# The published table (`--json`): XLA's memory account, the width, the forms and `match` are
+# deterministic and compared by `python -m benchmarks.results --check`; seconds and the process's
+# peak resident memory are measurements of the machine at that moment.
+TABLE_COLUMNS = (
+    ("example", "program", "{}"), ("setting", "vocab/len", "{}"), ("width", "width", "{:,}"),
+    ("rss_compile", "peak MB after compile", "{:,.0f}"), ("rss_forward", "peak MB after forward", "{:,.0f}"),
+    ("xla_mb", "XLA MB", "{:,.1f}"), ("compile_s", "compile s", "{:.2f}"), ("first_s", "first call s", "{:.2f}"),
+    ("warm_s", "warm s", "{:.3f}"), ("floor_s", "floor s", "{:.3f}"), ("ratio", "ratio", "{:.2f}"),
+    ("cpu_s", "warm CPU s", "{:.3f}"), ("floor_cpu", "floor CPU s", "{:.3f}"), ("cpu_ratio", "cpu ratio", "{:.2f}"),
+    ("match", "match (of checked)", "{:.2f}"), ("forms", "weight forms", "{}"), ("note", "note", "{}"),
+)
+MEASURED = ("peak MB after compile", "peak MB after forward", "compile s", "first call s", "warm s", "floor s", "ratio",
+            "warm CPU s", "floor CPU s", "cpu ratio")
+
+
+def table(rows: list[dict], caption: str) -> Table:
+    """The rows as a published table (`benchmarks/results.py`); a cell the run did not measure is "-"."""
+    def cell(row: dict, key: str, fmt: str) -> str:
+        value = row.get(key)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        text = fmt.format(value)
+        return f"{text} ({row['checked']})" if key == "match" else text
+
+    cells = tuple(tuple(cell(row, key, fmt) for key, _, fmt in TABLE_COLUMNS) for row in rows)
+    return Table(tuple(title for _, title, _ in TABLE_COLUMNS), cells, timings=MEASURED, caption=caption)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", default="sort", help="comma list of example names")
@@ -131,15 +165,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="run forward(..., outputs_only=True): no residual snapshots (docstring)")
     parser.add_argument("--match", type=int, default=0,
                         help="random inputs checked against rasp.evaluate (default: the timed batch), in batches")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     kept = "output only" if args.outputs_only else "output, residuals and attention"
     print(f"batch {args.batch}, {kept}; memory in MB (peak RSS of the process; XLA = args + outputs + temps)")
     print(" ".join(key.rjust(len(fmt.format(0))) if key != "example" else key.ljust(15) for key, fmt in COLUMNS))
+    rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         for name in args.examples.split(","):
             row = measure(args.root, name, size, args.batch, args.timeout, args.vocab, not args.no_floor,
                           args.outputs_only, args.match)
+            rows.append(row)
             print(format_row(row), flush=True)
+    caption = (f"Batch {args.batch}, {kept}; each setting in a fresh process. Peak MB is the process's peak resident "
+               "memory; XLA MB is the executable's arguments, outputs and temporaries by XLA's own account; ratio is "
+               "warm / floor (one matmul chain over the same non-zeros), cpu ratio the same in CPU seconds; match is "
+               "the share of random inputs decoded as rasp.evaluate does.")
+    print()
+    publish(table(rows, caption), args.json)
     return 0
 
 
