@@ -16,6 +16,8 @@ counted without ours (an identity on those directions).
 
     python benchmarks/tracr_side.py --sizes 25
     python benchmarks/tracr_side.py --sizes 5,10,25,50 --examples sort,hist
+
+`--json PATH` also saves the table with its command and machine (benchmarks/results.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.results import Table, add_json_argument, publish
 from compiler.examples import EXAMPLES
 
 TRACR_PYTHON = Path("/work/wt/venvs/tracr/bin/python")
@@ -132,25 +135,61 @@ def format_row(row: dict) -> str:
     return " ".join(cells) + ("  " + "; ".join(notes) if notes else "")
 
 
+TIMED = ("ours: compile + first call s", "Tracr: first call s", "time ratio")
+
+
+def table(rows: list[dict], caption: str) -> Table:
+    """The rows as a published table (`benchmarks/results.py`), by program then size: sizes are
+    compared by `python -m benchmarks.results --check`, seconds are measurements of the machine."""
+    def pair(row: dict, key: str) -> str:
+        ours, theirs = row.get(f"ours_{key}"), row.get(f"tracr_{key}")
+        return f"{'-' if ours is None else f'{ours:,}'} / {'-' if theirs is None else f'{theirs:,}'}"
+
+    def number(row: dict, key: str, fmt: str) -> str:
+        return fmt.format(row[key]) if key in row else "-"
+
+    order = {name: i for i, name in enumerate(EXAMPLES)}
+    cells = []
+    for row in sorted(rows, key=lambda r: (order.get(r["example"], len(order)), int(r["setting"].split("/")[1]))):
+        notes = "; ".join(f"{side}: {row[f'{side}_note']}" for side in ("ours", "tracr") if f"{side}_note" in row)
+        cells.append((row["example"], row["setting"], number(row, "ours_total_s", "{:.2f}"),
+                      number(row, "tracr_first_s", "{:.2f}"), number(row, "ratio", "{:.2f}"), pair(row, "layers"),
+                      pair(row, "mlp"), pair(row, "hidden"), pair(row, "nonzero"), number(row, "nz_ratio", "{:.2f}"),
+                      notes or "-"))
+    columns = ("program", "vocab/len", *TIMED, "layers ours / Tracr", "widest MLP ours / Tracr",
+               "hidden units ours / Tracr", "non-zeros ours / Tracr", "non-zero ratio", "note")
+    return Table(columns, tuple(cells), timings=TIMED, caption=caption)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="25", help="comma list of vocab size = max_seq_len")
     parser.add_argument("--examples", default=",".join(EXAMPLES), help="comma list of example names")
     parser.add_argument("--tracr-python", type=Path, default=TRACR_PYTHON, help="python of a venv with tracr")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per process")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     print(" ".join(fmt.format(header) if key == "example" else header.rjust(max(len(header), len(fmt.format(0))))
                    for key, header, fmt in COLUMNS))
-    ratios = []
+    ratios, rows = [], []
     for size in (int(s) for s in args.sizes.split(",")):
         for name in args.examples.split(","):
             row = measure(name, size, args.tracr_python, args.timeout)
+            rows.append(row)
             ratios += [row["ratio"]] if "ratio" in row else []
             print(format_row(row), flush=True)
+    summary = ""
     if ratios:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print(f"first call (ours: compile + first call; Tracr: first call): geometric mean ratio {geo:.2f}, "
-              f"ours faster on {sum(r < 1 for r in ratios)}/{len(ratios)}")
+        summary = (f"first call (ours: compile + first call; Tracr: first call): geometric mean ratio {geo:.2f}, "
+                   f"ours faster on {sum(r < 1 for r in ratios)}/{len(ratios)}")
+        print(summary)
+    caption = ("Each side in a fresh process per setting, one full-length input; Tracr 1.0 from PyPI in its own "
+               "environment, its compile not timed (a timeout there is a note); hidden units counted with a non-zero "
+               "weight, non-zeros ours without the unembedding" + (f". {summary[0].upper()}{summary[1:]}." if summary
+                                                                   else "."))
+    print()
+    publish(table(rows, caption), args.json)
     return 0
 
 
