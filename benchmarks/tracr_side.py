@@ -43,7 +43,11 @@ import numpy as np
 from tracr.rasp import rasp
 from tracr.compiler import compiling, lib
 max_seq_len = {n}
-program = eval({call!r})
+try:
+    program = eval({call!r})
+except AttributeError as error:  # a library function Tracr does not have
+    print(json.dumps(dict(note=f"not in its library ({{error.name}})")))
+    raise SystemExit(0)
 vocab = {vocab!r}
 model = compiling.compile_rasp_to_model(program, vocab=set(vocab), max_seq_len=max_seq_len, compiler_bos="BOS")
 tokens = ["BOS"] + [vocab[i % len(vocab)] for i in range(max_seq_len)]
