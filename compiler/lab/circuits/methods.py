@@ -15,6 +15,12 @@
   it. The metric is the log-probability of the clean answer (categorical) or the output value
   (numerical), summed over scored positions and inputs; the score is its absolute value.
 
+* `eap_ig_scores` (attribution patching with integrated gradients): the same gradient averaged
+  along the straight path from every edge ablated (keep 0) to none (keep 1), by Gauss-Legendre
+  quadrature. Its scores of all edges sum (signed) to the metric's whole change between the two
+  ends, and it reads the gradient between the ends, where a compiled numerical MLP's hidden units
+  are off the kinks that EAP's one point at the clean run sits on (see `eap_scores`).
+
 Every method's scores pass one floor (`floored`): a score below `SCORE_FLOOR` times the larger
 of the largest score and `score_unit` (the size of a whole change of the scored output) is
 float32 rounding, not an effect, and counts as 0. An edge whose effect is exactly 0 (a saturated
@@ -36,8 +42,8 @@ from compiler.lab.circuits.measure import PatchingSetup, run_sweep, single_edge_
 from compiler.lab.circuits.patching import SWEEP_SHARPNESS, divergence_of, edge_keeps, keep_gradient
 from compiler.lab.circuits.readout import SHARP, with_empty
 
-__all__ = ["SCORE_FLOOR", "SHARP", "acdc_scores", "divergence", "eap_scores", "edge_patching_scores", "floored", "score_unit",
-           "with_empty"]
+__all__ = ["IG_STEPS", "SCORE_FLOOR", "SHARP", "acdc_scores", "divergence", "eap_ig_scores", "eap_scores",
+           "edge_patching_scores", "floored", "score_unit", "with_empty"]
 
 # Relative to max(largest score, score_unit). Measured on detect_abc (variants a and e),
 # frac_prevs and count_so_far (e) at length 5 on 12 and 48 inputs: real patching and ACDC
@@ -129,6 +135,43 @@ def eap_scores(s: PatchingSetup, per_position: bool = False) -> np.ndarray:
     """
     # d metric / d keep = -(effect of ablating), to first order
     return floored(np.abs(keep_gradient(s.prepared, per_position).ravel()), score_unit(s, summed=True))
+
+
+# Quadrature points of `eap_ig_scores`: Gauss-Legendre nodes are irrational, so no point of the
+# path lands on a breakpoint that a program's (rational) values put there.
+IG_STEPS = 5
+
+
+def eap_ig_scores(s: PatchingSetup, steps: int = IG_STEPS, per_position: bool = False) -> np.ndarray:
+    """Absolute integrated-gradient attribution per edge (or `(edge, position)`): the gradient
+    of EAP's metric with respect to each unit's keep weight, averaged over the path on which
+    every keep weight goes from 0 to 1 together (`steps` Gauss-Legendre points), one forward and
+    one backward pass per point.
+
+    Why: EAP reads the gradient at the clean run only. A compiled numerical MLP's hidden units
+    sit exactly on their ReLU kinks there, so whether a unit passes gradient is decided by the
+    sign of a rounding error, which a change of basis (variant e) flips. Between the ends of the
+    path the pre-activations move off the kinks.
+
+    Args:
+        s: the patching setup (`measure.setup`); its ablation sets the values the path starts
+            from.
+        steps: quadrature points (at least 1).
+        per_position: score `(edge, destination position)` units (row-major: edge, then
+            position) instead of whole edges.
+    Returns:
+        `[E]` (or `[E * T]` per position) non-negative floats; signed, they would sum to the
+        metric at the clean run minus the metric with every unit ablated (up to the quadrature's
+        error); rounding counted as 0 (`floored`).
+    Raises:
+        ValueError: `steps` below 1.
+    """
+    if steps < 1:
+        raise ValueError(f"eap_ig_scores needs at least 1 quadrature step, got steps={steps}")
+    nodes, weights = np.polynomial.legendre.leggauss(steps)
+    total = sum(w / 2 * np.asarray(keep_gradient(s.prepared, per_position, keep=float((x + 1) / 2)), np.float64)
+                for x, w in zip(nodes, weights))
+    return floored(np.abs(np.asarray(total).ravel()), score_unit(s, summed=True))
 
 
 def score_unit(s: PatchingSetup, summed: bool = False) -> float:

@@ -524,16 +524,18 @@ def _gradient(shape: Shape, numerical: bool, threshold_on: bool, weights: tuple,
     return jax.grad(metric)(keep)
 
 
-def keep_gradient(p: Prepared, per_position: bool = False) -> np.ndarray:
-    """Per edge `[E]` (or per edge and position `[E, T]`), the gradient at the unpatched model
-    (all-ones keep) of `readout.answer_log_probability` with the clean output's answers: minus
-    the first-order effect of ablating it, what attribution patching reads."""
+def keep_gradient(p: Prepared, per_position: bool = False, keep: float = 1.0) -> np.ndarray:
+    """Per edge `[E]` (or per edge and position `[E, T]`), the gradient of
+    `readout.answer_log_probability` with the clean output's answers, taken where every edge's
+    keep weight is `keep`: at 1 (the unpatched model) minus the first-order effect of ablating
+    it, what attribution patching reads; at a `keep` between 0 and 1, a point of the path that
+    integrated gradients average over."""
     lay = p.layout
     net = lay.net
     shape = (lay.ports, lay.sources) + ((p.ids.shape[-1],) if per_position else ())
     clean, scored, valid, threshold, _ = _readout_args(p)
     grad = np.asarray(_gradient(lay.shape, net.numerical, net.empty_threshold is not None, lay.weights,
-                                jnp.ones(shape, jnp.float32), p.ids, p.reference, *lay.statics, clean, scored, valid,
+                                jnp.full(shape, keep, jnp.float32), p.ids, p.reference, *lay.statics, clean, scored, valid,
                                 threshold))
     ports, sources = net.edge_index
     per_edge = grad[lay.port_slot[ports], lay.source_slot[sources]]
