@@ -38,6 +38,7 @@ from compiler.lab.circuits import (
     SHARP,
     InputDistribution,
     acdc_scores,
+    eap_ig_scores,
     eap_scores,
     edge_patching_scores,
     keeps_outputs,
@@ -53,7 +54,7 @@ from rasp.errors import RaspEvaluationError
 # "x20": the KL at inverse temperature SHARP (`methods.divergence`), where a compiled model's softmax
 # follows its decoded output; the plain names use the raw logits.
 METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
-           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
+           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores, "eap-ig": eap_ig_scores}
 SMALL = METHODS  # every method also runs on the first --method-inputs inputs (the data dial)
 
 

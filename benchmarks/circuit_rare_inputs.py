@@ -24,11 +24,23 @@ import numpy as np
 
 from benchmarks.results import Table, add_json_argument, publish
 from compiler.examples import EXAMPLES
-from compiler.lab.circuits import SHARP, InputDistribution, acdc_scores, eap_scores, edge_patching_scores, keeps_outputs, make_variant, measured, score, setup
+from compiler.lab.circuits import (
+    SHARP,
+    InputDistribution,
+    acdc_scores,
+    eap_ig_scores,
+    eap_scores,
+    edge_patching_scores,
+    keeps_outputs,
+    make_variant,
+    measured,
+    score,
+    setup,
+)
 from rasp import rasp
 
 METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
-           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores}
+           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores, "eap-ig": eap_ig_scores}
 
 
 def rare_value_inputs(program, rows) -> tuple[str, list[bool]]:
