@@ -510,33 +510,36 @@ def forward_many(net: Network, keeps: np.ndarray, ids: jax.Array, reference: jax
     return sweep(empty, keeps, chunk=chunk).outputs[:, : np.shape(ids)[0], :length, : lay.outputs]
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "numerical", "threshold_on"))
+@functools.partial(jax.jit, static_argnames=("shape", "numerical", "threshold_on", "deviation"))
 def _gradient(shape: Shape, numerical: bool, threshold_on: bool, weights: tuple, keep: jax.Array, ids: jax.Array,
               ref: jax.Array, pad_id: jax.Array, causal: jax.Array, clean: jax.Array, scored: jax.Array,
-              valid: jax.Array, threshold: jax.Array) -> jax.Array:
+              valid: jax.Array, threshold: jax.Array, deviation: bool = False) -> jax.Array:
     cut = threshold if threshold_on else None
     answer = readout.answer(clean, cut, valid)
 
     def metric(keep: jax.Array) -> jax.Array:
         out = _run(shape, weights, keep, ids, ref, pad_id, causal)[0]
+        if numerical and deviation:
+            return readout.numerical_deviation(out, clean, scored)
         return readout.answer_log_probability(out, answer, scored, numerical, cut, valid)
 
     return jax.grad(metric)(keep)
 
 
-def keep_gradient(p: Prepared, per_position: bool = False, keep: float = 1.0) -> np.ndarray:
+def keep_gradient(p: Prepared, per_position: bool = False, keep: float = 1.0, deviation: bool = False) -> np.ndarray:
     """Per edge `[E]` (or per edge and position `[E, T]`), the gradient of
     `readout.answer_log_probability` with the clean output's answers, taken where every edge's
     keep weight is `keep`: at 1 (the unpatched model) minus the first-order effect of ablating
     it, what attribution patching reads; at a `keep` between 0 and 1, a point of the path that
-    integrated gradients average over."""
+    integrated gradients average over. With `deviation`, a numerical output's metric is
+    `readout.numerical_deviation` instead (its gradient at `keep` 1 is undefined)."""
     lay = p.layout
     net = lay.net
     shape = (lay.ports, lay.sources) + ((p.ids.shape[-1],) if per_position else ())
     clean, scored, valid, threshold, _ = _readout_args(p)
     grad = np.asarray(_gradient(lay.shape, net.numerical, net.empty_threshold is not None, lay.weights,
                                 jnp.full(shape, keep, jnp.float32), p.ids, p.reference, *lay.statics, clean, scored, valid,
-                                threshold))
+                                threshold, deviation))
     ports, sources = net.edge_index
     per_edge = grad[lay.port_slot[ports], lay.source_slot[sources]]
     return per_edge[:, : p.length] if per_position else per_edge

@@ -114,6 +114,14 @@ def divergence(clean: jax.Array, patched: jax.Array, scored: jax.Array, numerica
     return jnp.sum(per_position * weight, axis=(-1, -2)) / jnp.maximum(weight.sum(), 1.0)
 
 
+def numerical_deviation(output: jax.Array, clean: jax.Array, scored: jax.Array) -> jax.Array:
+    """Minus the summed absolute deviation of a numerical `output` from the `clean` one over the
+    scored positions: the metric integrated gradients differentiate for numerical outputs. (The
+    summed value `answer_log_probability` reads cancels under resample ablation, which permutes
+    the inputs, so its change along the path integrates to nearly 0 for every edge.)"""
+    return -jnp.sum(jnp.abs(output[..., 0] - clean[..., 0]) * scored.astype(jnp.float32))
+
+
 def answer(clean: jax.Array, threshold: float | jax.Array | None, valid: jax.Array | None = None) -> jax.Array:
     """`[..., B, T]`: the column the clean output decodes to among its columns and the empty one
     (the last column: "none"), the answer `answer_log_probability` reads."""
