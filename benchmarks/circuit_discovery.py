@@ -35,12 +35,8 @@ from compiler.fuzzing.program_spec import build
 from compiler.fuzzing.random_programs import generate
 from compiler.lab.circuits import (
     ABLATIONS,
-    SHARP,
+    REFERENCE_METHODS,
     InputDistribution,
-    acdc_scores,
-    eap_ig_scores,
-    eap_scores,
-    edge_patching_scores,
     keeps_outputs,
     make_variant,
     measured,
@@ -51,11 +47,7 @@ from compiler.model.jit_cache import enable_compilation_cache
 from rasp import rasp
 from rasp.errors import RaspEvaluationError
 
-# "x20": the KL at inverse temperature SHARP (`methods.divergence`), where a compiled model's softmax
-# follows its decoded output; the plain names use the raw logits.
-METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
-           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores, "eap-ig": eap_ig_scores}
-SMALL = METHODS  # every method also runs on the first --method-inputs inputs (the data dial)
+SMALL = REFERENCE_METHODS  # every method also runs on the first --method-inputs inputs (the data dial)
 
 
 def cases(sizes: list[int], fuzz: int, seed: int):
@@ -100,7 +92,7 @@ def run_case(name, program, vocab, max_seq_len, unique, variant, args) -> list[d
                "circuit": int(truth.sum()), "verified": m.record.verification.verified,
                "sufficient": m.record.verification.sufficient, "accuracy": built.accuracy, "keeps": keeps}
         small = setup(built.net, np.asarray(m.setup.ids)[: args.method_inputs], m.setup.ablation)
-        for method, run in METHODS.items():
+        for method, run in REFERENCE_METHODS.items():
             row[method] = score(run(m.setup), truth).roc_auc
         for method, run in SMALL.items():
             row[f"{method}@{args.method_inputs}"] = score(run(small), truth).roc_auc
@@ -128,7 +120,7 @@ TIMINGS = ("s/model (median)", "CPU s/model (median)")
 def table(rows: list[dict], method_inputs: int, caption: str = "") -> Table:
     """Per variant and ablation: verification rate, each method's mean and minimum AUROC, the
     best method, the variant's accuracy and kept outputs, and the median seconds per model."""
-    keys = [*METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
+    keys = [*REFERENCE_METHODS, *(f"{m}@{method_inputs}" for m in SMALL)]
     keys = [k for k in keys if any(k in r for r in rows)]
     columns = ("variant", "ablation", "models", "verified", *(f"AUROC {k} mean / min" for k in keys), "best mean",
                f"best mean @{method_inputs}", f"best @{method_inputs} min (model)", "accuracy (min)",

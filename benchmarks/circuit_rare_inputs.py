@@ -25,12 +25,8 @@ import numpy as np
 from benchmarks.results import Table, add_json_argument, publish
 from compiler.examples import EXAMPLES
 from compiler.lab.circuits import (
-    SHARP,
+    REFERENCE_METHODS,
     InputDistribution,
-    acdc_scores,
-    eap_ig_scores,
-    eap_scores,
-    edge_patching_scores,
     keeps_outputs,
     make_variant,
     measured,
@@ -38,9 +34,6 @@ from compiler.lab.circuits import (
     setup,
 )
 from rasp import rasp
-
-METHODS = {"patching": edge_patching_scores, f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
-           "acdc": lambda s: acdc_scores(s)[0], "eap": eap_scores, "eap-ig": eap_ig_scores}
 
 
 def rare_value_inputs(program, rows) -> tuple[str, list[bool]]:
@@ -70,7 +63,7 @@ def main(argv=None) -> int:
     caption = (f"{args.example} at length {n}: {sum(odd)} of {len(rows)} sampled inputs output its rarest value {rarest}; "
                "in the first " + ", ".join(f"{k}: {sum(odd[:k])}" for k in sizes) + ".")
     columns = ("variant", "ablation", "circuit / edges", "verified", "keeps outputs", "inputs",
-               *(f"AUROC {m}" for m in METHODS), "best")
+               *(f"AUROC {m}" for m in REFERENCE_METHODS), "best")
     table_rows = []
     for variant in args.variants.split(","):
         built = make_variant(variant, program, vocab, n, seed=args.seed)
@@ -79,7 +72,7 @@ def main(argv=None) -> int:
             truth = m.measured.circuit
             for k in sizes:
                 s = m.setup if k >= args.inputs else setup(built.net, np.asarray(m.setup.ids)[:k], m.setup.ablation)
-                aucs = [score(run(s), truth).roc_auc for run in METHODS.values()]
+                aucs = [score(run(s), truth).roc_auc for run in REFERENCE_METHODS.values()]
                 table_rows.append((variant, str(m.record.ablation), f"{int(truth.sum())} / {truth.size}",
                                    str(m.record.verification.verified), f"{keeps:.3f}", str(k),
                                    *(f"{a:.3f}" for a in aucs), f"{max(aucs):.3f}"))

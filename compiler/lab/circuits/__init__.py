@@ -23,7 +23,8 @@ Modules, in reading order:
 Entry points, importable from here: `circuit_records` (a program to verified records),
 `CircuitRecord` (the record and its JSON file), `InputDistribution` and `ABLATIONS` (what is
 ablated and on which inputs), `score` (any method's edge scores against a record), the reference
-methods (`edge_patching_scores`, `acdc_scores`, `eap_scores`, `eap_ig_scores`, `SHARP`), the dial
+methods (`edge_patching_scores`, `acdc_scores`, `eap_scores`, `eap_ig_scores`, `SHARP`, and
+`REFERENCE_METHODS`, all of them by the names the benchmarks print), the dial
 (`make_variant`, `parse_variant`, `keeps_outputs`, `Variant`), the lower layers the benchmarks
 drive (`network`, `setup`, `measure_circuit`, `measured`, `record_of`), the picture (`draw`) and
 the auto-circuit bridge (`run_eap`, `scores_by_edge`).
@@ -33,7 +34,7 @@ from compiler.lab.circuits.ablation import ABLATIONS, Ablation, InputDistributio
 from compiler.lab.circuits.auto_circuit_bridge import run_eap, scores_by_edge
 from compiler.lab.circuits.components import Component, Edge, Network, Port, network
 from compiler.lab.circuits.measure import measure_circuit, setup
-from compiler.lab.circuits.methods import SHARP, acdc_scores, eap_ig_scores, eap_scores, edge_patching_scores
+from compiler.lab.circuits.methods import REFERENCE_METHODS, SHARP, acdc_scores, eap_ig_scores, eap_scores, edge_patching_scores
 from compiler.lab.circuits.picture import draw
 from compiler.lab.circuits.pipeline import Measurement, circuit_records, measured, record_of
 from compiler.lab.circuits.record import CircuitRecord, Verification
@@ -43,6 +44,7 @@ from compiler.lab.circuits.variants import parse as parse_variant
 
 __all__ = [
     "ABLATIONS",
+    "REFERENCE_METHODS",
     "SHARP",
     "Ablation",
     "CircuitRecord",

@@ -39,6 +39,8 @@ is then rounding itself, and a floor relative to it alone keeps the noise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from compiler.lab.circuits import readout
@@ -46,8 +48,8 @@ from compiler.lab.circuits.measure import PatchingSetup, run_sweep, single_edge_
 from compiler.lab.circuits.patching import SWEEP_SHARPNESS, divergence_of, edge_keeps, keep_gradient
 from compiler.lab.circuits.readout import SHARP, with_empty
 
-__all__ = ["IG_STEPS", "SCORE_FLOOR", "SHARP", "acdc_scores", "divergence", "eap_ig_scores", "eap_scores",
-           "edge_patching_scores", "floored", "score_unit", "with_empty"]
+__all__ = ["IG_STEPS", "REFERENCE_METHODS", "SCORE_FLOOR", "SHARP", "acdc_scores", "divergence", "eap_ig_scores",
+           "eap_scores", "edge_patching_scores", "floored", "score_unit", "with_empty"]
 
 # Relative to max(largest score, score_unit). Measured on detect_abc (variants a and e),
 # frac_prevs and count_so_far (e) at length 5 on 12 and 48 inputs: real patching and ACDC
@@ -176,11 +178,12 @@ def eap_ig_scores(s: PatchingSetup, steps: int = IG_STEPS, per_position: bool = 
     """
     if steps < 1:
         raise ValueError(f"eap_ig_scores needs at least 1 quadrature step, got steps={steps}")
-    nodes, weights = np.polynomial.legendre.leggauss(steps)
-    total = sum(w / 2 * np.asarray(keep_gradient(s.prepared, per_position, keep=float((x + 1) / 2), deviation=True),
-                                   np.float64)
-                for x, w in zip(nodes, weights))
-    return floored(np.abs(np.asarray(total).ravel()), score_unit(s, summed=True))
+    nodes, weights = np.polynomial.legendre.leggauss(steps)  # on [-1, 1]; mapped to keep in [0, 1]
+    total = np.zeros(())
+    for node, weight in zip(nodes, weights):
+        gradient = keep_gradient(s.prepared, per_position, keep=float((node + 1) / 2), deviation=True)
+        total = total + weight / 2 * np.asarray(gradient, np.float64)
+    return floored(np.abs(total.ravel()), score_unit(s, summed=True))
 
 
 def score_unit(s: PatchingSetup, summed: bool = False) -> float:
@@ -212,3 +215,15 @@ def floored(scores: np.ndarray, unit: float = 0.0) -> np.ndarray:
         return scores
     floor = SCORE_FLOOR * max(float(scores.max()), unit)
     return np.where(scores < floor, 0.0, scores)
+
+
+# The reference methods under the names the benchmarks print, each a setup to `[E]` scores.
+# "x20": patching's divergence at inverse temperature SHARP, where a compiled model's softmax
+# follows its decoded output; the plain names use the raw logits.
+REFERENCE_METHODS: dict[str, Callable[[PatchingSetup], np.ndarray]] = {
+    "patching": edge_patching_scores,
+    f"patching x{SHARP:g}": lambda s: edge_patching_scores(s, sharpness=SHARP),
+    "acdc": lambda s: acdc_scores(s)[0],
+    "eap": eap_scores,
+    "eap-ig": eap_ig_scores,
+}
